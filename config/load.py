@@ -1,0 +1,131 @@
+"""Load the effective config: defaults < YAML file < ``RUYI_*`` environment < command-line flags."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from config.schema import Config
+from config.validate import ConfigError, build, to_data
+
+# Environment shortcuts; any key is also reachable as RUYI_<SECTION>__<KEY> (e.g. RUYI_LIMITS__MAX_BODY_BYTES).
+ENV_SHORTCUTS = {
+    "RUYI_UPSTREAM": "default_route.url",
+    "RUYI_UPSTREAM_KIND": "default_route.kind",
+    "RUYI_HOST": "server.host",
+    "RUYI_PORT": "server.port",
+    "RUYI_LOG_LEVEL": "logging.level",
+    "RUYI_DATA_DIR": "store.data_dir",
+}
+NOT_KEYS = {"RUYI_CONFIG"}
+SECRET_KEYS = {"api_key", "keys", "admin_key"}
+
+
+def guess_kind(url: str) -> str:
+    """``ollama`` for Ollama's usual address, ``openai`` for anything else (``…/v1`` servers)."""
+    parts = urlsplit(url)
+    if parts.port == 11434 or "ollama" in (parts.hostname or ""):
+        return "ollama"
+    return "openai"
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read, merge and validate; raises ``ConfigError`` naming the file (or variable) and key."""
+    env = env or {}
+    path = path or env.get("RUYI_CONFIG") or None
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    if path:
+        _merge(merged, origins, _read_yaml(Path(path)), str(path))
+    for name, value in sorted(env.items()):
+        if not name.startswith("RUYI_") or name in NOT_KEYS:
+            continue
+        key = ENV_SHORTCUTS.get(name) or name[5:].lower().replace("__", ".")
+        if "." not in key and key not in ENV_SHORTCUTS.values():
+            raise ConfigError(f"environment variable {name}", key, "not a config key (use RUYI_<SECTION>__<KEY>)")
+        _set(merged, origins, key, yaml.safe_load(value) if value else value, f"environment variable {name}")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set(merged, origins, key, value, f"command-line flag for {key}")
+    route = merged.get("default_route")
+    if isinstance(route, dict) and "url" in route and "kind" not in route and isinstance(route["url"], str):
+        route["kind"] = guess_kind(route["url"])
+    try:
+        return build(Config, merged, source=str(path) if path else "defaults")
+    except ConfigError as exc:
+        source = _origin(origins, exc.key)
+        if source:
+            raise ConfigError(source, exc.key, exc.detail) from None
+        raise
+
+
+def effective_yaml(config: Config) -> str:
+    """The effective config as YAML, with secrets shown as ``***``."""
+    return yaml.safe_dump(_redact(to_data(config)), sort_keys=False)
+
+
+def _redact(data: Any, key: str = "") -> Any:
+    if isinstance(data, dict):
+        return {k: _redact(v, k) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_redact(v, key) for v in data]
+    if key in SECRET_KEYS and isinstance(data, str) and not data.startswith("env:"):
+        return "***"
+    return data
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot read the file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise ConfigError(str(path), where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "(top level)", "expected a mapping of sections")
+    return data
+
+
+def _merge(into: dict[str, Any], origins: dict[str, str], data: dict[str, Any], source: str, prefix: str = "") -> None:
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], origins, value, source, full + ".")
+        else:
+            into[key] = value
+        origins[full] = source
+
+
+def _set(into: dict[str, Any], origins: dict[str, str], dotted: str, value: Any, source: str) -> None:
+    *parents, last = dotted.split(".")
+    node = into
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[last] = value
+    origins[dotted] = source
+
+
+def _origin(origins: dict[str, str], key: str) -> str | None:
+    key = key.split("[", 1)[0]
+    while key:
+        if key in origins:
+            return origins[key]
+        key = key.rpartition(".")[0]
+    return None

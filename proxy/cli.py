@@ -1,0 +1,69 @@
+"""The ``ruyi`` command: ``serve``, ``config check``, ``--version``; its ``--help`` is the documentation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from config.load import effective_yaml, load_config
+from config.validate import ConfigError
+
+
+def ruyi_version() -> str:
+    try:
+        return version("ruyi")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ruyi", description="Ruyi: a context-rewriting proxy for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"ruyi {ruyi_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser("serve", help="run the proxy", description="Run the proxy (defaults: 127.0.0.1:8787 in front of Ollama).")
+    serve.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    serve.add_argument("--upstream", metavar="URL", help="default upstream base URL (also RUYI_UPSTREAM)")
+    serve.add_argument("--upstream-kind", choices=("openai", "ollama"), help="wire format of --upstream (guessed when omitted)")
+    serve.add_argument("--host", metavar="H", help="interface to listen on (also RUYI_HOST)")
+    serve.add_argument("--port", metavar="P", type=int, help="port to listen on (also RUYI_PORT)")
+    cfg = sub.add_parser("config", help="inspect configuration")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
+    check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
+    check.add_argument("file", metavar="FILE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "config" and args.config_command == "check":
+            print(effective_yaml(load_config(args.file, os.environ)), end="")
+            return 0
+    except ConfigError as exc:
+        print(f"ruyi: configuration error: {exc}", file=sys.stderr)
+        return 2
+    parser.print_help()
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from proxy.server import serve  # aiohttp and friends load only when serving
+
+    overrides = {
+        "default_route.url": args.upstream,
+        "default_route.kind": args.upstream_kind,
+        "server.host": args.host,
+        "server.port": args.port,
+    }
+    config = load_config(args.config, os.environ, overrides)
+    serve(config)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

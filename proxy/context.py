@@ -1,0 +1,44 @@
+"""Per-request state: one object made by the middleware, passed down explicitly, never shared."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+
+from config.schema import Route
+from proxy.errors import ProxyError, Wire
+
+Mode = Literal["on", "off", "dry-run"]
+MODES: tuple[Mode, ...] = ("on", "off", "dry-run")
+
+
+@dataclass
+class RequestContext:
+    """What Ruyi knows about one request while it is in flight."""
+
+    request_id: str
+    wire: Wire
+    started: float = field(default_factory=time.perf_counter)
+    mode: Mode = "on"
+    model: str | None = None
+    route: Route | None = None
+    agent_id: str = "default"
+    session_id: str | None = None
+    stream: bool = False
+    upstream_latency_ms: float | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Measurements later steps add (tokens, window, tier, report); logged with the access event."""
+
+
+def mode_from(request: web.Request) -> Mode:
+    raw = request.headers.get("X-Ruyi-Mode", "on").strip().lower() or "on"
+    if raw not in MODES:
+        raise ProxyError(400, "invalid_ruyi_mode", f"X-Ruyi-Mode must be one of {', '.join(MODES)}; got {raw!r}")
+    return raw  # type: ignore[return-value]
+
+
+CTX_KEY = web.RequestKey("ruyi_ctx", RequestContext)

@@ -1,0 +1,74 @@
+"""structlog set-up: JSON lines or console, and redaction of keys and Authorization headers."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+import structlog
+
+SECRET_FIELDS = re.compile(r"(authorization|api[_-]?key|x-ruyi-key|x-api-key|password|secret|token$)", re.I)
+BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
+KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|sk-ant-[A-Za-z0-9_-]{8,})\b")
+REDACTED = "[redacted]"
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove bearer tokens, key-shaped strings and the given secrets from free text."""
+    text = BEARER.sub(r"\1" + REDACTED, text)
+    text = KEY_SHAPES.sub(REDACTED, text)
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+class Redactor:
+    """A structlog processor that hides secret-named fields and secrets inside any string value."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = tuple(s for s in secrets if s)
+
+    def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        return {k: self._clean(k, v) for k, v in event.items()}
+
+    def _clean(self, key: str, value: Any) -> Any:
+        if key != "event" and SECRET_FIELDS.search(key) and not isinstance(value, (int, float)):
+            return REDACTED
+        if isinstance(value, str):
+            return redact_text(value, self.secrets)
+        if isinstance(value, dict):
+            return {k: self._clean(str(k), v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._clean(key, v) for v in value]
+        return value
+
+
+def configure_logging(level: str = "info", fmt: str = "auto", secrets: Iterable[str] = (), stream: Any = None) -> None:
+    """Configure structlog once at start-up (stdlib logging routed through the same renderer)."""
+    stream = stream or sys.stderr
+    console = fmt == "console" or (fmt == "auto" and stream.isatty())
+    renderer: Any = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    redactor = Redactor(secrets)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redactor,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(processors=[*shared[1:], structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer])
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)

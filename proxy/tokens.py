@@ -1,0 +1,213 @@
+"""Token counts of what the model sees, offline (tiktoken with litellm's bundled BPE files), cached per message."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from hashlib import blake2b
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memory.chain import MessageChain, chain_of, text_parts
+
+log = structlog.get_logger(__name__)
+
+TOKENS_PER_MESSAGE = 3
+"""Chat-format overhead per message (start/role/end markers), as in OpenAI's counting recipe."""
+TOKENS_PER_NAME = 1
+"""Extra overhead when a message carries a `name`."""
+TOKENS_PER_TOOL_CALL = 3
+"""Overhead per tool call besides its name and arguments."""
+REPLY_PRIMING = 3
+"""Tokens that prime the assistant's reply, once per request."""
+
+_CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
+    "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+    "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
+}
+_O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
+
+@dataclass(frozen=True)
+class TokenOptions:
+    """How tokens are counted."""
+
+    cache_max: int = 200_000
+    """Most per-message counts kept (LRU); ≈100 bytes each. A long session needs one per message."""
+    image_tokens: int = 765
+    """Tokens charged per image part (OpenAI's cost of a 512×512 high-detail tile set)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """A request's estimated prompt size, before calibration."""
+
+    total: int
+    """Messages + tools schema + reply priming."""
+    messages: tuple[int, ...]
+    """Per message, including its overhead."""
+    tools: int
+    """The `tools` schema."""
+    counted: int
+    """Messages tokenised afresh by this call (the rest came from the cache)."""
+
+
+def encoding_name_for(model: str) -> str:
+    """o200k_base for gpt-4o/4.1/5 and the o-series, cl100k_base otherwise (a fair proxy; calibration corrects)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    return "o200k_base" if _O200K_MODELS.match(name) else "cl100k_base"
+
+
+def bundled_bpe_dir() -> Path | None:
+    """litellm's folder of tiktoken cache files, found without importing litellm (which costs ≈2 s)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.origin:
+        return None
+    folder = Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+    return folder if folder.is_dir() else None
+
+
+def _point_tiktoken_at_bundled_files(name: str) -> None:
+    """Set TIKTOKEN_CACHE_DIR to litellm's folder unless it already holds the file (litellm does the same)."""
+    current = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if current and (Path(current) / _CACHE_FILES[name]).is_file():
+        return
+    folder = bundled_bpe_dir()
+    if folder is not None and (folder / _CACHE_FILES[name]).is_file():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    else:
+        log.warning("tiktoken_bundled_file_missing", encoding=name, folder=str(folder))
+
+
+def _approximate(text: str) -> list[int]:
+    """Stand-in encoder when tiktoken cannot load: about four characters a token."""
+    return [0] * ((len(text) + 3) // 4)
+
+
+@functools.cache
+def encoder(name: str) -> Callable[[str], list[int]]:
+    """The `encode_ordinary` of a tiktoken encoding, loaded offline once (a lazily filled, read-only
+    cache: encodings are immutable and cost ≈0.3 s each); an approximation if loading fails."""
+    try:
+        import tiktoken
+
+        if name in _CACHE_FILES:
+            _point_tiktoken_at_bundled_files(name)
+        found = tiktoken.get_encoding(name).encode_ordinary
+    except Exception as exc:  # fail open: a wrong count beats a failed request
+        log.warning("tiktoken_load_failed", encoding=name, error=repr(exc))
+        found = _approximate
+    return found
+
+
+def warm_up(models: Sequence[str] = ("gpt-4o", "gpt-4")) -> None:
+    """Load the encodings these models use now, at start-up, rather than on the first request."""
+    for model in models:
+        encoder(encoding_name_for(model))
+
+
+def _tool_call_parts(message: Mapping[str, Any]) -> list[str]:
+    texts: list[str] = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(fn, Mapping):
+            continue
+        texts.append(str(fn.get("name") or ""))
+        args = fn.get("arguments")
+        if args is not None:
+            texts.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+    return texts
+
+
+class TokenCounter:
+    """Counts prompt tokens, caching each message's count by (encoding, content digest)."""
+
+    def __init__(self, options: TokenOptions | None = None) -> None:
+        self.options = options or TokenOptions()
+        self._cache: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def count_text(self, model: str, text: str) -> int:
+        """Tokens of a plain string, uncached."""
+        return len(encoder(encoding_name_for(model))(text))
+
+    def count_message(self, encode: Callable[[str], list[int]], message: Mapping[str, Any]) -> int:
+        """Tokens of one message as the model sees it: overhead, name, text, other parts, tool calls."""
+        n = TOKENS_PER_MESSAGE + 1  # + the role, one token
+        name = message.get("name")
+        if name:
+            n += TOKENS_PER_NAME + len(encode(str(name)))
+        texts, others = text_parts(message.get("content"))
+        for text in texts:
+            n += len(encode(text))
+        for part in others:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind in ("image_url", "image", "input_image"):
+                n += self.options.image_tokens
+            else:
+                n += len(encode(json.dumps(part, ensure_ascii=False, default=str)))
+        n += self.options.image_tokens * len(message.get("images") or ())
+        calls = _tool_call_parts(message)
+        n += TOKENS_PER_TOOL_CALL * (len(calls) // 2)
+        for text in calls:
+            n += len(encode(text))
+        return n
+
+    def count_tools(self, model: str, tools: Sequence[Any] | None) -> int:
+        """Tokens of the `tools` schema (its compact JSON: close to, a little above, what OpenAI renders)."""
+        if not tools:
+            return 0
+        name = encoding_name_for(model)
+        data = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
+        key = (name, blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        found = self._get(key)
+        if found is None:
+            found = len(encoder(name)(data)) + TOKENS_PER_MESSAGE
+            self._put(key, found)
+        return found
+
+    def count(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        chain: MessageChain | None = None,
+    ) -> PromptTokens:
+        """Estimate a request's prompt tokens; pass the request's `chain` to reuse its digests."""
+        if chain is None:
+            chain = chain_of(messages)
+        name = encoding_name_for(model)
+        encode = encoder(name)
+        per_message: list[int] = []
+        counted = 0
+        for message, digest in zip(messages, chain.digests):
+            key = (name, digest)
+            n = self._get(key)
+            if n is None:
+                n = self.count_message(encode, message)
+                self._put(key, n)
+                counted += 1
+            per_message.append(n)
+        tools_n = self.count_tools(model, tools)
+        total = sum(per_message) + tools_n + (REPLY_PRIMING if per_message else 0)
+        return PromptTokens(total, tuple(per_message), tools_n, counted)
+
+    def _get(self, key: tuple[str, bytes]) -> int | None:
+        n = self._cache.get(key)
+        if n is not None:
+            self._cache.move_to_end(key)
+        return n
+
+    def _put(self, key: tuple[str, bytes], n: int) -> None:
+        self._cache[key] = n
+        if len(self._cache) > self.options.cache_max:
+            self._cache.popitem(last=False)

@@ -1,0 +1,63 @@
+"""Shared fixtures: a real fake upstream and a real Ruyi, both listening on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from config.load import load_config
+from config.schema import Config
+from proxy.app import make_app
+from tests.fake_upstream import FakeUpstream, make_fake_app
+
+MakeProxy = Callable[..., Awaitable[TestServer]]
+
+
+@pytest.fixture
+def fake() -> FakeUpstream:
+    return FakeUpstream()
+
+
+@pytest.fixture
+async def upstream(aiohttp_server: Any, fake: FakeUpstream) -> TestServer:
+    return await aiohttp_server(make_fake_app(fake))
+
+
+def base_url(server: TestServer) -> str:
+    return f"http://127.0.0.1:{server.port}"
+
+
+def free_port() -> int:
+    """A port nothing listens on (to test refused connections)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_for(upstream_url: str, kind: str = "openai", **sections: Any) -> Config:
+    data: dict[str, Any] = {"default_route": {"url": upstream_url, "kind": kind}, **sections}
+    overrides = {}
+    for section, values in data.items():
+        if isinstance(values, dict):
+            overrides.update({f"{section}.{k}": v for k, v in values.items()})
+        else:
+            overrides[section] = values
+    return load_config(None, {}, overrides)
+
+
+@pytest.fixture
+def make_proxy(aiohttp_server: Any, upstream: TestServer) -> MakeProxy:
+    """Start a Ruyi in front of the fake upstream; keyword args are config sections."""
+
+    async def start(kind: str = "openai", config: Config | None = None, steps: Any = (), **sections: Any) -> TestServer:
+        suffix = "/v1" if kind == "openai" else ""
+        cfg = config or config_for(base_url(upstream) + suffix, kind, **sections)
+        app: web.Application = make_app(cfg, steps, probe_upstream=False)
+        return await aiohttp_server(app)
+
+    return start

@@ -1,0 +1,211 @@
+"""A real aiohttp server speaking OpenAI chat and Ollama's API, with switchable faults, that records requests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+FAKE_UPSTREAM = web.AppKey("fake_upstream", "FakeUpstream")
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class FakeUpstream:
+    """Behaviour switches and what was received. ``fault``: None, "delay", "status", "cut", "slow"."""
+
+    fault: str | None = None
+    delay: float = 0.0
+    status: int = 500
+    status_body: dict[str, Any] = field(default_factory=lambda: {"error": {"message": "boom", "type": "server_error", "code": None}})
+    cut_after: int = 2
+    chunk_delay: float = 0.0
+    reply: str = "Hello from the fake upstream."
+    prompt_tokens: int | None = None
+    cached_tokens: int = 0
+    context_length: int = 131072
+    received: list[Received] = field(default_factory=list)
+    active_streams: int = 0
+    finished_streams: int = 0
+
+    def last(self, path: str | None = None) -> Received:
+        items = [r for r in self.received if path is None or r.path == path]
+        return items[-1]
+
+    def pieces(self) -> list[str]:
+        words = self.reply.split(" ")
+        return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+def make_fake_app(fake: FakeUpstream | None = None) -> web.Application:
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app[FAKE_UPSTREAM] = fake or FakeUpstream()
+    app.router.add_post("/v1/chat/completions", openai_chat)
+    app.router.add_get("/v1/models", _json({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}))
+    app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/api/chat", ollama_chat)
+    app.router.add_post("/api/generate", ollama_generate)
+    app.router.add_get("/api/tags", _json({"models": [{"name": "llama3.1:8b", "model": "llama3.1:8b"}]}))
+    app.router.add_get("/api/version", _json({"version": "0.12.0"}))
+    app.router.add_post("/api/show", ollama_show)
+    app.router.add_post("/api/pull", ollama_pull)
+    app.router.add_route("*", "/echo/{tail:.*}", echo)
+    app.middlewares.append(_record)
+    return app
+
+
+def _json(payload: dict[str, Any]) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(payload)
+
+    return handler
+
+
+@web.middleware
+async def _record(request: web.Request, handler: Any) -> web.StreamResponse:
+    fake = request.app[FAKE_UPSTREAM]
+    body = await request.read()
+    fake.received.append(Received(request.method, request.path, request.query_string, dict(request.headers), body))
+    if fake.fault == "delay":
+        await asyncio.sleep(fake.delay)
+    if fake.fault == "status":
+        return web.json_response(fake.status_body, status=fake.status)
+    return await handler(request)
+
+
+def _prompt_tokens(fake: FakeUpstream, body: dict[str, Any]) -> int:
+    if fake.prompt_tokens is not None:
+        return fake.prompt_tokens
+    return max(1, len(json.dumps(body.get("messages") or body.get("prompt") or "")) // 4)
+
+
+async def _stream(request: web.Request, content_type: str, frames: list[bytes]) -> web.StreamResponse:
+    """Send frames one by one, honouring the cut and slow faults, counting live streams."""
+    fake = request.app[FAKE_UPSTREAM]
+    resp = web.StreamResponse(headers={"Content-Type": content_type})
+    await resp.prepare(request)
+    fake.active_streams += 1
+    try:
+        for i, frame in enumerate(frames):
+            if fake.fault == "cut" and i == fake.cut_after:
+                await resp.write(frame[: len(frame) // 2])  # half an event, then the connection drops
+                assert request.transport is not None
+                request.transport.close()
+                return resp
+            await resp.write(frame)
+            if fake.chunk_delay or fake.fault == "slow":
+                await asyncio.sleep(fake.chunk_delay or 0.05)
+        await resp.write_eof()
+        fake.finished_streams += 1
+        return resp
+    finally:
+        fake.active_streams -= 1
+
+
+async def openai_chat(request: web.Request) -> web.StreamResponse:
+    fake = request.app[FAKE_UPSTREAM]
+    body = await request.json()
+    prompt = _prompt_tokens(fake, body)
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": len(fake.pieces()),
+        "total_tokens": prompt + len(fake.pieces()),
+        "prompt_tokens_details": {"cached_tokens": fake.cached_tokens},
+    }
+    wants_tool = bool(body.get("tools")) and (body.get("messages") or [{}])[-1].get("role") == "user"
+    call = {"id": "call_fake_1", "type": "function", "function": {"name": body["tools"][0]["function"]["name"] if wants_tool else "", "arguments": '{"path": "README.md"}'}}
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": None if wants_tool else fake.reply}
+        if wants_tool:
+            message["tool_calls"] = [call]
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if wants_tool else "stop"}
+        return web.json_response({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+    chunks: list[dict[str, Any]] = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    if wants_tool:
+        args = call["function"]["arguments"]
+        first = {"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]})
+        for part in (args[:8], args[8:]):
+            chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}, "finish_reason": None}]})
+    else:
+        for piece in fake.pieces():
+            chunks.append({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if wants_tool else "stop"}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": usage})
+    frames = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+    return await _stream(request, "text/event-stream", frames)
+
+
+async def ollama_chat(request: web.Request) -> web.StreamResponse:
+    fake = request.app[FAKE_UPSTREAM]
+    body = await request.json()
+    model, now = body.get("model"), "2026-11-22T00:00:00Z"
+    wants_tool = bool(body.get("tools")) and (body.get("messages") or [{}])[-1].get("role") == "user"
+    final = {"model": model, "created_at": now, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
+             "total_duration": 1000, "prompt_eval_count": _prompt_tokens(fake, body), "eval_count": len(fake.pieces())}
+    if wants_tool:
+        name = body["tools"][0]["function"]["name"]
+        tool_msg = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": {"path": "README.md"}}}]}
+        objs = [{"model": model, "created_at": now, "message": tool_msg, "done": False}]
+    else:
+        objs = [{"model": model, "created_at": now, "message": {"role": "assistant", "content": p}, "done": False} for p in fake.pieces()]
+    if body.get("stream", True) is False:
+        message = objs[0]["message"] if wants_tool else {"role": "assistant", "content": fake.reply}
+        return web.json_response({**final, "message": message})
+    frames = [json.dumps(o).encode() + b"\n" for o in [*objs, final]]
+    return await _stream(request, "application/x-ndjson", frames)
+
+
+async def ollama_generate(request: web.Request) -> web.StreamResponse:
+    fake = request.app[FAKE_UPSTREAM]
+    body = await request.json()
+    model, now = body.get("model"), "2026-11-22T00:00:00Z"
+    final = {"model": model, "created_at": now, "response": "", "done": True, "done_reason": "stop", "context": [1, 2, 3],
+             "prompt_eval_count": _prompt_tokens(fake, body), "eval_count": len(fake.pieces())}
+    if body.get("stream", True) is False:
+        return web.json_response({**final, "response": fake.reply})
+    objs = [{"model": model, "created_at": now, "response": p, "done": False} for p in fake.pieces()]
+    return await _stream(request, "application/x-ndjson", [json.dumps(o).encode() + b"\n" for o in [*objs, final]])
+
+
+async def ollama_show(request: web.Request) -> web.Response:
+    fake = request.app[FAKE_UPSTREAM]
+    body = await request.json()
+    name = body.get("model") or body.get("name")
+    if name == "missing":
+        return web.json_response({"error": f"model '{name}' not found"}, status=404)
+    info = {"general.architecture": "llama", "llama.context_length": fake.context_length}
+    return web.json_response({"modelfile": "", "parameters": "", "details": {"family": "llama"}, "model_info": info})
+
+
+async def ollama_pull(request: web.Request) -> web.StreamResponse:
+    frames = [json.dumps({"status": s}).encode() + b"\n" for s in ("pulling manifest", "verifying", "success")]
+    return await _stream(request, "application/x-ndjson", frames)
+
+
+async def embeddings(request: web.Request) -> web.Response:
+    body = await request.json()
+    return web.json_response({"object": "list", "model": body.get("model"), "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}]})
+
+
+async def echo(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.json_response({"method": request.method, "path": request.path, "query": request.query_string, "size": len(body)}, headers={"X-Echo": "1"})
