@@ -1,0 +1,150 @@
+"""Token counts against tiktoken itself, the cache, and offline loading with the network cut."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import tiktoken
+
+from memory.chain import chain_of
+from proxy.tokens import (
+    REPLY_PRIMING,
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_TOOL_CALL,
+    TokenCounter,
+    TokenOptions,
+    encoder,
+    encoding_name_for,
+)
+from tests.know.traces import load, trace_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> tiktoken.Encoding:
+    encoder("cl100k_base")  # points tiktoken at the bundled files first
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def test_encoding_follows_the_model_family() -> None:
+    for model in ("gpt-4o", "openai/gpt-4o-mini", "gpt-4.1", "gpt-5-mini", "o1", "o3-mini", "o4-mini"):
+        assert encoding_name_for(model) == "o200k_base", model
+    for model in ("gpt-4", "gpt-4-1106-preview", "gpt-3.5-turbo", "deepseek/deepseek-chat", "llama3.1:8b", "omni"):
+        assert encoding_name_for(model) == "cl100k_base", model
+
+
+def test_text_message_is_its_tokens_plus_overhead(cl100k: tiktoken.Encoding) -> None:
+    text = "Find the bug in django/db/migrations/autodetector.py — it's the FK rename <|endoftext|>."
+    n = TokenCounter().count("gpt-4", [{"role": "user", "content": text}])
+    assert n.messages == (TOKENS_PER_MESSAGE + 1 + len(cl100k.encode_ordinary(text)),)
+    assert n.total == n.messages[0] + REPLY_PRIMING
+    assert n.tools == 0
+
+
+def test_text_parts_names_and_tool_calls_count(cl100k: tiktoken.Encoding) -> None:
+    args = '{"command": "grep -rn ForeignKey /testbed | head"}'
+    messages = [
+        {"role": "user", "name": "alice", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": args}}]},
+    ]
+    n = TokenCounter().count("gpt-4", messages)
+    enc = cl100k.encode_ordinary
+    assert n.messages[0] == TOKENS_PER_MESSAGE + 1 + 1 + len(enc("alice")) + len(enc("one")) + len(enc("two"))
+    assert n.messages[1] == TOKENS_PER_MESSAGE + 1 + TOKENS_PER_TOOL_CALL + len(enc("bash")) + len(enc(args))
+
+
+def test_images_cost_a_fixed_amount() -> None:
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 10_000}}
+    n = TokenCounter(TokenOptions(image_tokens=100)).count("gpt-4o", [{"role": "user", "content": [part]}])
+    assert n.messages == (TOKENS_PER_MESSAGE + 1 + 100,)
+
+
+def test_tools_schema_counts_as_its_json(cl100k: tiktoken.Encoding) -> None:
+    trace = load(trace_files()[0])
+    n = TokenCounter().count("gpt-4", trace["messages"][:2], trace["tools"])
+    assert n.tools == len(cl100k.encode_ordinary(json.dumps(trace["tools"], separators=(",", ":")))) + TOKENS_PER_MESSAGE
+    assert n.total == sum(n.messages) + n.tools + REPLY_PRIMING
+
+
+def test_a_whole_trace_matches_tiktoken(cl100k: tiktoken.Encoding) -> None:
+    trace = load(trace_files()[0])
+    enc = cl100k.encode_ordinary
+    expected = 0
+    for m in trace["messages"]:
+        expected += TOKENS_PER_MESSAGE + 1 + len(enc(m.get("content") or ""))
+        for call in m.get("tool_calls") or ():
+            fn = call["function"]
+            expected += TOKENS_PER_TOOL_CALL + len(enc(fn["name"])) + len(enc(fn["arguments"]))
+    assert sum(TokenCounter().count("gpt-4", trace["messages"]).messages) == expected
+
+
+def test_a_known_prefix_is_not_counted_again() -> None:
+    messages = load(trace_files()[0])["messages"]
+    counter = TokenCounter()
+    first = counter.count("gpt-4", messages[:40])
+    assert first.counted == 40
+    second = counter.count("gpt-4", messages[:44], chain=chain_of(messages[:44]))
+    assert second.counted == 4
+    assert second.messages[:40] == first.messages
+    moved = [dict(m, content=[{"type": "text", "text": m["content"], "cache_control": {"type": "ephemeral"}}]) for m in messages[:44]]
+    assert counter.count("gpt-4", moved).counted == 0  # cache markers and part lists change nothing
+
+
+def test_the_cache_is_bounded() -> None:
+    counter = TokenCounter(TokenOptions(cache_max=10))
+    counter.count("gpt-4", [{"role": "user", "content": str(i)} for i in range(50)])
+    assert len(counter) == 10
+
+
+def test_ollama_object_arguments_count_like_their_json() -> None:
+    obj = {"command": "ls -la", "timeout": 5}
+    as_object = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments": obj}}]}
+    as_string = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments": json.dumps(obj)}}]}
+    assert TokenCounter().count("llama3.1", [as_object]).total == TokenCounter().count("llama3.1", [as_string]).total
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="`unshare -n` unavailable (needs root or user namespaces)")
+def test_encodings_load_with_the_network_cut(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import socket, sys
+        try:
+            socket.create_connection(("1.1.1.1", 443), timeout=2)
+            print("NETWORK-UP")
+        except OSError:
+            pass
+        from proxy.tokens import encoder, _approximate
+        for name in ("cl100k_base", "o200k_base"):
+            encode = encoder(name)
+            assert encode is not _approximate, name
+            print(name, len(encode("hello world, 你好")))
+        print("litellm imported" if "litellm" in sys.modules else "litellm not imported")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")}
+    env["TMPDIR"] = str(tmp_path)  # tiktoken's default cache (under the temp dir) is empty here
+    env["PYTHONPATH"] = str(REPO)
+    run = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert "NETWORK-UP" not in run.stdout
+    enc = {"cl100k_base": tiktoken.get_encoding("cl100k_base"), "o200k_base": tiktoken.get_encoding("o200k_base")}
+    for name, e in enc.items():
+        assert f"{name} {len(e.encode_ordinary('hello world, 你好'))}" in run.stdout
+    assert "litellm not imported" in run.stdout
+    assert not list(tmp_path.iterdir())  # nothing was downloaded into the default cache
