@@ -192,8 +192,11 @@ def requested_output_tokens(body: Mapping[str, Any]) -> int | None:
 def reserve_for(window: int, requested: int | None, options: WindowOptions) -> int:
     """max(client's answer size, reserve_ratio × window, reserve_min_tokens), at most half the window
     (a client asking for an answer as big as the window would otherwise leave no room for a prompt)."""
-    reserve = max(requested or 0, int(options.reserve_ratio * window), options.reserve_min_tokens)
-    return min(reserve, window // 2)
+    return min(_wanted_reserve(window, requested, options), window // 2)
+
+
+def _wanted_reserve(window: int, requested: int | None, options: WindowOptions) -> int:
+    return max(requested or 0, int(options.reserve_ratio * window), options.reserve_min_tokens)
 
 
 def budget_for(window: int, requested: int | None, options: WindowOptions) -> Budget:
@@ -209,7 +212,7 @@ def num_ctx_for(
     step = LADDER_START
     chosen = cap
     while step < cap:
-        if prompt_tokens + reserve_for(step, requested, options) <= step:
+        if prompt_tokens + _wanted_reserve(step, requested, options) <= step:
             chosen = step
             break
         step *= 2

@@ -40,9 +40,9 @@ def free_port() -> int:
 
 
 def config_for(upstream_url: str, kind: str = "openai", **sections: Any) -> Config:
-    data: dict[str, Any] = {"default_route": {"url": upstream_url, "kind": kind}, **sections}
+    sections["default_route"] = {"url": upstream_url, "kind": kind, **sections.get("default_route", {})}
     overrides = {}
-    for section, values in data.items():
+    for section, values in sections.items():
         if isinstance(values, dict):
             overrides.update({f"{section}.{k}": v for k, v in values.items()})
         else:

@@ -1,0 +1,71 @@
+"""Calibration ratios and the usage each upstream reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.calibration import (
+    Calibration,
+    CalibrationOptions,
+    UpstreamUsage,
+    usage_from_anthropic,
+    usage_from_ollama,
+    usage_from_openai,
+)
+
+
+def test_first_observation_sets_the_ratio_then_it_moves_gently() -> None:
+    cal = Calibration(CalibrationOptions(weight=0.5))
+    assert cal.ratio("m") == 1.0
+    assert cal.observe("m", 1000, 1100) == pytest.approx(1.1)
+    assert cal.apply("m", 2000) == 2200
+    assert cal.observe("m", 1000, 1300) == pytest.approx(1.2)
+    assert cal.ratio("other") == 1.0
+
+
+def test_outliers_and_missing_reports_are_ignored() -> None:
+    cal = Calibration()
+    assert cal.observe("m", 1000, None) is None
+    assert cal.observe("m", 1000, 0) is None
+    assert cal.observe("m", 0, 100) is None
+    assert cal.observe("m", 1000, 5000) is None
+    assert cal.ratios() == {}
+
+
+def test_ollama_counts_only_when_close_to_the_estimate() -> None:
+    cal = Calibration()
+    assert cal.observe("llama", 1000, 120, partial=True) is None  # only the part not in the KV cache
+    assert cal.observe("llama", 1000, 790, partial=True) is None
+    assert cal.observe("llama", 1000, 800, partial=True) == pytest.approx(0.8)
+    assert cal.observe("gpt", 1000, 700) == pytest.approx(0.7)  # not partial: taken as is
+
+
+def test_models_are_bounded() -> None:
+    cal = Calibration(CalibrationOptions(max_models=2))
+    for m in "abc":
+        cal.observe(m, 100, 110)
+    assert set(cal.ratios()) == {"b", "c"}
+
+
+def test_openai_usage() -> None:
+    usage = {"prompt_tokens": 1200, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 1024}}
+    assert usage_from_openai(usage) == UpstreamUsage(1200, 1024, 50)
+    assert usage_from_openai({"prompt_tokens": 10, "prompt_tokens_details": None}) == UpstreamUsage(10, None)
+    assert usage_from_openai(None) == UpstreamUsage(None, None)
+
+
+def test_deepseek_usage() -> None:
+    usage = {"prompt_tokens": 900, "completion_tokens": 9, "prompt_cache_hit_tokens": 640, "prompt_cache_miss_tokens": 260}
+    assert usage_from_openai(usage) == UpstreamUsage(900, 640, 9)
+
+
+def test_anthropic_usage_adds_the_cache_parts() -> None:
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 3000, "output_tokens": 7}
+    assert usage_from_anthropic(usage) == UpstreamUsage(3210, 3000, 7)
+    assert usage_from_anthropic({"output_tokens": 7}) == UpstreamUsage(None, None, 7)
+
+
+def test_ollama_final_object() -> None:
+    final = {"done": True, "prompt_eval_count": 812, "eval_count": 40}
+    assert usage_from_ollama(final) == UpstreamUsage(812, None, 40)
+    assert usage_from_ollama({"done": True}) == UpstreamUsage(None, None)
