@@ -1,0 +1,92 @@
+"""Config: precedence, default.yaml in step with the schema, and errors that name file, key and expectation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config.load import effective_yaml, guess_kind, load_config
+from config.schema import Config
+from config.validate import ConfigError, to_data
+
+DEFAULT_YAML = Path(__file__).resolve().parents[2] / "config" / "default.yaml"
+
+
+def test_default_yaml_documents_every_key_with_its_default() -> None:
+    data = yaml.safe_load(DEFAULT_YAML.read_text())
+    assert data == to_data(Config())
+    lines = [ln for ln in DEFAULT_YAML.read_text().splitlines() if ":" in ln and not ln.lstrip().startswith("#")]
+    assert all("#" in ln or ln.rstrip().endswith(":") for ln in lines), "every key has a one-line comment"
+    assert load_config(DEFAULT_YAML) == Config()
+
+
+def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
+    f = tmp_path / "ruyi.yaml"
+    f.write_text("server:\n  port: 9000\n  host: 0.0.0.0\nlimits:\n  max_body_bytes: 5000\n")
+    env = {"RUYI_PORT": "9100", "RUYI_LIMITS__MAX_BODY_BYTES": "6000"}
+    cfg = load_config(f, env, {"server.port": 9200})
+    assert (cfg.server.port, cfg.server.host, cfg.limits.max_body_bytes) == (9200, "0.0.0.0", 6000)
+    assert load_config(f, env).server.port == 9100
+    assert load_config(f, {}).server.port == 9000
+    assert load_config(None, {"RUYI_CONFIG": str(f)}).server.port == 9000
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "expected"),
+    [
+        ("servr:\n  port: 1\n", "servr", "unknown key"),
+        ("server:\n  prot: 1\n", "server.prot", "unknown key"),
+        ("server:\n  port: eighty\n", "server.port", "expected an integer"),
+        ("server:\n  port: 70000\n", "server", "between 1 and 65535"),
+        ("default_route:\n  kind: grpc\n", "default_route.kind", "'openai', 'ollama'"),
+        ("default_route:\n  url: ftp://x\n", "default_route", "http(s) URL"),
+        ("routes:\n  - model: 'gpt-*'\n    url: 3\n", "routes[0].url", "expected a string"),
+        ("logging: [1]\n", "logging", "expected a mapping"),
+        ("server: {port: [\n", "line", "not valid YAML"),
+    ],
+)
+def test_bad_values_name_file_key_and_expectation(tmp_path: Path, text: str, key: str, expected: str) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(f, {})
+    assert str(f) in str(err.value) and key in str(err.value) and expected in str(err.value)
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="environment variable RUYI_PORT: server.port: expected an integer"):
+        load_config(None, {"RUYI_PORT": "abc"})
+
+
+def test_upstream_kind_is_guessed_unless_given() -> None:
+    assert guess_kind("http://127.0.0.1:11434") == "ollama"
+    assert load_config(None, {"RUYI_UPSTREAM": "https://api.openai.com/v1"}).default_route.kind == "openai"
+    assert load_config(None, {"RUYI_UPSTREAM": "http://gpu:8000", "RUYI_UPSTREAM_KIND": "ollama"}).default_route.kind == "ollama"
+
+
+def test_secrets_resolve_from_env_and_never_print(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MY_UPSTREAM_KEY", "sk-from-env-123")
+    f = tmp_path / "c.yaml"
+    f.write_text("default_route:\n  api_key: env:MY_UPSTREAM_KEY\nauth:\n  keys: [literal-client-key]\n")
+    cfg = load_config(f, {})
+    assert cfg.default_route.key == "sk-from-env-123"
+    shown = effective_yaml(cfg)
+    assert "literal-client-key" not in shown and "sk-from-env-123" not in shown and "env:MY_UPSTREAM_KEY" in shown
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "proxy.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_config_check_and_version(tmp_path: Path) -> None:
+    ok = run_cli("config", "check", str(DEFAULT_YAML))
+    assert ok.returncode == 0 and "port: 8787" in ok.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server:\n  port: -1\n")
+    res = run_cli("config", "check", str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and str(bad) in res.stderr
+    assert run_cli("--version").stdout.startswith("ruyi ")
