@@ -108,7 +108,8 @@ def test_the_session_header_wins(trace: Messages) -> None:
     b = registry.resolve("a", chain_of(trace[:3]), session_id="mine")
     c = registry.resolve("a", chain_of(trace[:12]))
     assert a.session is b.session is c.session and a.session.session_id == "mine"
-    assert (a.how, b.how, b.shared, c.how) == (How.HEADER, How.HEADER, 3, How.CHILD)  # c extends trace[:3]? no: it is a child of "mine"'s history
+    # the header rewound "mine" to trace[:3] without branching; a header-less request extending it continues it
+    assert (a.how, b.how, b.shared, c.how) == (How.HEADER, How.HEADER, 3, How.CONTINUED)
 
 
 def test_agents_never_see_each_other(trace: Messages) -> None:
