@@ -1,0 +1,92 @@
+"""``ruyi serve`` as a real process: start-up warning, health endpoints, graceful drain on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tests.conftest import base_url, free_port
+from tests.fake_upstream import FakeUpstream
+
+
+async def start_ruyi(*args: str) -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port()
+    env = {**os.environ, "RUYI_LOG_LEVEL": "info"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as http:
+        for _ in range(300):
+            try:
+                async with http.get(url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return proc, url
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.05)
+    proc.kill()
+    raise AssertionError("ruyi serve did not start")
+
+
+@pytest.fixture
+async def procs() -> AsyncIterator[list[asyncio.subprocess.Process]]:
+    started: list[asyncio.subprocess.Process] = []
+    yield started
+    for proc in started:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def events(proc: asyncio.subprocess.Process) -> list[dict[str, Any]]:
+    assert proc.stderr is not None
+    out = await proc.stderr.read()
+    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+
+
+async def test_warns_once_when_the_upstream_is_down_and_keeps_serving(procs: list[asyncio.subprocess.Process]) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    proc, url = await start_ruyi("--upstream", dead)
+    procs.append(proc)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/readyz") as resp:
+            assert resp.status == 503 and (await resp.json())["upstream"] == dead
+        async with http.get(url + "/healthz") as resp:
+            assert resp.status == 200
+    await asyncio.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    warnings = [e for e in await events(proc) if e["event"] == "upstream_unreachable"]
+    assert len(warnings) == 1 and warnings[0]["upstream"] == dead
+    assert "--upstream" in warnings[0]["hint"] and "RUYI_UPSTREAM" in warnings[0]["hint"]
+
+
+async def test_sigterm_lets_a_running_stream_finish(procs: list[asyncio.subprocess.Process], upstream: TestServer, fake: FakeUpstream) -> None:
+    fake.chunk_delay = 0.15
+    proc, url = await start_ruyi("--upstream", base_url(upstream) + "/v1")
+    procs.append(proc)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/readyz") as resp:
+            assert resp.status == 200
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        async with http.post(url + "/v1/chat/completions", json=body) as resp:
+            first = await resp.content.readline()
+            assert first.startswith(b"data: ")
+            proc.send_signal(signal.SIGTERM)
+            rest = await resp.content.read()
+    assert rest.rstrip().endswith(b"data: [DONE]")
+    assert fake.finished_streams == 1
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with aiohttp.ClientSession() as http:
+            await http.get(url + "/healthz")
