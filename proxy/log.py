@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -16,10 +17,18 @@ KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|sk-ant-[A-Za-z0-9_-]{8,})\b")
 REDACTED = "[redacted]"
 
 
+@functools.lru_cache(maxsize=1024)
+def is_secret_field(name: str) -> bool:
+    return bool(SECRET_FIELDS.search(name))
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """Remove bearer tokens, key-shaped strings and the given secrets from free text."""
-    text = BEARER.sub(r"\1" + REDACTED, text)
-    text = KEY_SHAPES.sub(REDACTED, text)
+    lowered = text.lower()
+    if "bearer" in lowered:
+        text = BEARER.sub(r"\1" + REDACTED, text)
+    if "sk-" in text:
+        text = KEY_SHAPES.sub(REDACTED, text)
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, REDACTED)
@@ -36,7 +45,7 @@ class Redactor:
         return {k: self._clean(k, v) for k, v in event.items()}
 
     def _clean(self, key: str, value: Any) -> Any:
-        if key != "event" and SECRET_FIELDS.search(key) and not isinstance(value, (int, float)):
+        if key != "event" and is_secret_field(key) and not isinstance(value, (int, float)):
             return REDACTED
         if isinstance(value, str):
             return redact_text(value, self.secrets)
