@@ -1,0 +1,1 @@
+"""Dynamic Context Pruning strategies: pure functions proposing replacements; the order is pipeline.STRATEGY_ORDER."""

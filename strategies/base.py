@@ -1,0 +1,129 @@
+"""Shared types of the strategy layer: a proposed Replacement, the StrategyContext, option checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from strategies.classify import ToolSpec
+    from strategies.conversation import Conversation
+    from strategies.protection import Protection
+
+CONTENT = "content"
+ARGS_PREFIX = "args:"
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option, so start-up can stop with it."""
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """One proposed rewrite: the text at (index, target) becomes new_text.
+
+    target is "content" (the message's text; for content-part lists, its text parts) or
+    "args:<tool_call_id>" (the whole arguments JSON of that call in the assistant message
+    at index; the new JSON keeps every key).
+    """
+
+    index: int
+    target: str
+    new_text: str
+    original: str
+    tokens_before: int
+    tokens_after: int
+    ref_id: str
+    strategy: str
+    reason: str
+
+    @property
+    def tokens_saved(self) -> int:
+        return max(0, self.tokens_before - self.tokens_after)
+
+    @property
+    def call_id(self) -> str | None:
+        """The tool_call_id of an args target, else None."""
+        return self.target[len(ARGS_PREFIX) :] if self.target.startswith(ARGS_PREFIX) else None
+
+
+def _default_protection() -> Protection.Options:
+    from strategies.protection import Protection
+
+    return Protection.Options()
+
+
+def _default_tools() -> Mapping[str, ToolSpec]:
+    from strategies.classify import DEFAULT_TOOLS
+
+    return DEFAULT_TOOLS
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """What a strategy may know besides the messages. Built per request; never shared state.
+
+    count_tokens: the caller's (cached) token counter.
+    window_tokens / remaining_tokens: the model's window and what is left of it.
+    protected_turns: the last N turns are never touched.
+    protection: Protection.Options (roles, anchors, protected paths and tools).
+    tools: tool name -> ToolSpec (the classification table).
+    min_saving_tokens: a replacement saving fewer tokens than this is not proposed.
+    conversation: the analysis of these messages, when the pipeline has made it once.
+    """
+
+    count_tokens: Callable[[str], int]
+    window_tokens: int
+    remaining_tokens: int
+    protected_turns: int = 4
+    protection: Protection.Options = field(default_factory=_default_protection)
+    tools: Mapping[str, ToolSpec] = field(default_factory=_default_tools)
+    min_saving_tokens: int = 20
+    conversation: Conversation | None = None
+
+    def __post_init__(self) -> None:
+        check_int("protected_turns", self.protected_turns, minimum=0)
+        check_int("min_saving_tokens", self.min_saving_tokens, minimum=0)
+        check_int("window_tokens", self.window_tokens, minimum=0)
+
+
+class Strategy(Protocol):
+    """What the pipeline needs of a strategy class: a name, its Options, and propose()."""
+
+    name: ClassVar[str]
+
+    def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]: ...
+
+
+def check_int(name: str, value: object, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise OptionError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+
+
+def check_fraction(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise OptionError(f"{name}: expected a number in (0, 1], got {value!r}")
+
+
+def check_strings(name: str, value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        raise OptionError(f"{name}: expected a list of strings, got {value!r}")
+
+
+O = TypeVar("O")
+
+
+def options_from_mapping(cls: type[O], data: Mapping[str, Any] | None, prefix: str) -> O:
+    """Build an Options dataclass from config; unknown keys and bad values name the option."""
+    data = dict(data or {})
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise OptionError(f"{prefix}.{unknown[0]}: unknown option (known: {', '.join(sorted(names))})")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    try:
+        return cls(**values)
+    except OptionError as exc:
+        raise OptionError(f"{prefix}.{exc}") from None

@@ -1,0 +1,143 @@
+"""One pass over a request's messages: texts, turns, tool calls paired with their results, errors, protection."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strategies.classify import ClassifyState, ToolAction, classify, observe
+
+if TYPE_CHECKING:
+    from strategies.base import StrategyContext
+
+_RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
+_EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]|\b[Ee]xit code:? (-?\d+)|\"exit_code\":\s*(-?\d+)")
+_FIRST_LINE_ERROR = re.compile(r"^\s*(?:error\b|<tool_use_error>|<exception>|fatal:|Your proposed edit has introduced)",
+                               re.I)
+_FENCE = re.compile(r"```(?:bash|sh|shell|console|mswea_bash_command)?[ \t]*\n(.*?)```", re.S)
+_OBSERVATION = re.compile(r"^\s*(?:<returncode>|<output>|<exception>|Observation:|OBSERVATION:)")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call and where its result is. call_id None: a command written in a fenced block."""
+
+    position: int
+    index: int
+    call_id: str | None
+    name: str
+    arguments: str
+    result: int | None
+    turn: int
+    action: ToolAction
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """What every strategy needs to know about one list of messages, computed once."""
+
+    messages: list[dict[str, Any]]
+    texts: tuple[str | None, ...]
+    turn_of: tuple[int, ...]
+    turns: int
+    calls: tuple[Call, ...]
+    protected: frozenset[int] = field(default_factory=frozenset)
+
+    def output(self, call: Call) -> str | None:
+        return self.texts[call.result] if call.result is not None else None
+
+    def turns_after(self, index: int) -> int:
+        """How many assistant messages come after the one that opened index's turn."""
+        return self.turns - 1 - self.turn_of[index] if self.turn_of[index] >= 0 else self.turns
+
+
+def message_text(message: Mapping[str, Any]) -> str | None:
+    """A message's text: its string content, or its text parts joined by newlines; None when it has none."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def is_error_output(message: Mapping[str, Any], text: str | None) -> bool:
+    """An error result: is_error, a non-zero exit code, a traceback, or an error first line."""
+    if message.get("is_error") is True or message.get("status") == "error":
+        return True
+    if not text:
+        return False
+    returncode = _RETURNCODE.match(text)
+    if returncode is not None:
+        if int(returncode.group(1)) != 0:
+            return True
+    else:
+        edges = text[:300] + "\n" + text[-300:]
+        if "xit code" in edges or "exit_code" in edges:
+            for match in _EXIT.finditer(edges):
+                if int(next(g for g in match.groups() if g is not None)) != 0:
+                    return True
+    return "Traceback (most recent call last)" in text or bool(_FIRST_LINE_ERROR.match(text))
+
+
+def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversation:
+    """The Conversation of these messages: ctx.conversation when the pipeline already made it."""
+    if ctx.conversation is not None and ctx.conversation.messages is messages:
+        return ctx.conversation
+    from strategies.protection import protected_indices
+
+    texts = tuple(message_text(m) for m in messages)
+    turn_of: list[int] = []
+    turn = -1
+    for message in messages:
+        turn += message.get("role") == "assistant"
+        turn_of.append(turn)
+    observations = bool(getattr(ctx.protection, "observations_in_user_messages", False))
+    calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations)
+    conversation = Conversation(messages, texts, tuple(turn_of), turn + 1, calls)
+    protected = protected_indices(conversation, ctx.protected_turns, ctx.protection)
+    return Conversation(messages, texts, tuple(turn_of), turn + 1, calls, protected)
+
+
+def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_of: list[int], state: ClassifyState,
+           observations: bool) -> tuple[Call, ...]:
+    results: dict[str, list[int]] = {}
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
+            results.setdefault(message["tool_call_id"], []).append(index)
+    calls: list[Call] = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        tool_calls = message.get("tool_calls")
+        if isinstance(tool_calls, list) and tool_calls:
+            for tool_call in tool_calls:
+                if not isinstance(tool_call, dict) or not isinstance(tool_call.get("id"), str):
+                    continue
+                call_id = tool_call["id"]
+                result = next((r for r in results.get(call_id, ()) if r > index), None)
+                function = tool_call.get("function") or {}
+                arguments = function.get("arguments")
+                calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
+                                   arguments if isinstance(arguments, str) else "", result, tool_call, messages,
+                                   texts, turn_of, state))
+        elif observations and index + 1 < len(messages) and messages[index + 1].get("role") == "user":
+            fence = _FENCE.search(texts[index] or "")
+            if fence and _OBSERVATION.match(texts[index + 1] or ""):
+                tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}
+                calls.append(_call(len(calls), index, None, "bash", "", index + 1, tool_call, messages, texts,
+                                   turn_of, state))
+    return tuple(calls)
+
+
+def _call(position: int, index: int, call_id: str | None, name: str, arguments: str, result: int | None,
+          tool_call: Mapping[str, Any], messages: list[dict[str, Any]], texts: tuple[str | None, ...],
+          turn_of: list[int], state: ClassifyState) -> Call:
+    output = texts[result] if result is not None else None
+    action = observe(classify(tool_call, state), output, state)
+    is_error = result is not None and is_error_output(messages[result], output)
+    return Call(position, index, call_id, name, arguments, result, turn_of[index], action, is_error)

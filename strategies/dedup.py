@@ -1,0 +1,128 @@
+"""Dedup: an older read, search or list made redundant by a later one of the same unchanged file or query."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from strategies.base import Replacement, StrategyContext, check_strings
+from strategies.conversation import Call, Conversation, analyze
+from strategies.placeholder import replace_output
+
+_BY_KEY = frozenset({"read", "search", "list"})
+
+
+def overlaps(a: str | None, b: str | None) -> bool:
+    """Whether a change to path a may change what a call on path b shows (same path, one inside the other).
+
+    With an unknown working directory a relative path may be any absolute one: then any shared
+    directory name counts, erring towards "changed" (which only ever keeps an output).
+    """
+    if a is None or b is None or "*" in (a, b) or "." in (a, b):
+        return True
+    if a.startswith("/") != b.startswith("/"):
+        relative, absolute = (a, b) if b.startswith("/") else (b, a)
+        return relative.split("/", 1)[0] in absolute.split("/")
+    return a == b or b.startswith(a.rstrip("/") + "/") or a.startswith(b.rstrip("/") + "/")
+
+
+class WriteLog:
+    """Every call that changes files, by position, to ask: did anything change path between two calls?"""
+
+    def __init__(self, calls: tuple[Call, ...]) -> None:
+        self._positions = [c.position for c in calls if c.action.writes]
+        self._writes = [c.action.writes for c in calls if c.action.writes]
+
+    def changed(self, path: str | None, after: int, before: int) -> bool:
+        lo, hi = bisect_right(self._positions, after), bisect_left(self._positions, before)
+        return any(overlaps(w, path) for writes in self._writes[lo:hi] for w in writes)
+
+
+def covers(later: Call, older: Call) -> bool:
+    """Whether the later read shows at least what the older read showed of the same file."""
+    a, b = older.action, later.action
+    if a.kind != "read" or b.kind != "read" or a.path is None or a.path != b.path:
+        return False
+    if b.range is None and b.selector is None:
+        return True
+    if a.selector is not None or b.selector is not None or a.range is None or b.range is None:
+        return a.key == b.key
+    return b.range[0] <= a.range[0] and a.range[1] <= b.range[1]
+
+
+class Dedup:
+    """An older output is redundant when a later call repeats it.
+
+    Reads, searches and lists: a later call with the same key (or, for reads, a later read covering
+    the older range of the same file) with no write of that path in between. Any other call: only
+    when a later call with the same key returned byte-identical output (a failing and then passing
+    `python reproduce.py` keeps both).
+    """
+
+    name: ClassVar[str] = "dedup"
+
+    @dataclass(frozen=True)
+    class Options:
+        by_key: tuple[str, ...] = ("read", "search", "list")
+        """list of kinds, default read, search, list: kinds deduplicated by key with no write in between."""
+
+        def __post_init__(self) -> None:
+            check_strings("by_key", self.by_key)
+
+    def __init__(self, options: Dedup.Options | None = None) -> None:
+        self.options = options or Dedup.Options()
+
+    def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]:
+        conversation = analyze(messages, ctx)
+        calls = [c for c in conversation.calls if c.result is not None]
+        writes = WriteLog(conversation.calls)
+        by_key: dict[str, list[Call]] = defaultdict(list)
+        reads_by_path: dict[str, list[Call]] = defaultdict(list)
+        for call in calls:
+            by_key[call.action.key].append(call)
+            if call.action.kind == "read" and call.action.path is not None:
+                reads_by_path[call.action.path].append(call)
+        proposals: list[Replacement] = []
+        for call in calls:
+            if call.result in conversation.protected:
+                continue
+            later = self._later(call, by_key, reads_by_path, writes, conversation)
+            if later is None:
+                continue
+            why, how = self._explain(call, later)
+            replacement = replace_output(conversation, call, ctx, self.name, why, how)
+            if replacement is not None:
+                proposals.append(replacement)
+        return proposals
+
+    def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
+               writes: WriteLog, conversation: Conversation) -> Call | None:
+        kind = older.action.kind
+        output = conversation.output(older)
+        for later in by_key[older.action.key]:
+            if later.position <= older.position:
+                continue
+            if conversation.output(later) == output:
+                return later
+            if kind in self.options.by_key and kind in _BY_KEY and not later.is_error:
+                if not writes.changed(older.action.path, older.position, later.position):
+                    return later
+        if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
+            for later in reads_by_path[older.action.path]:
+                if later.position > older.position and not later.is_error and covers(later, older):
+                    if not writes.changed(older.action.path, older.position, later.position):
+                        return later
+        return None
+
+    @staticmethod
+    def _explain(older: Call, later: Call) -> tuple[str, str]:
+        kind = older.action.kind
+        if kind == "read":
+            same = later.action.key == older.action.key
+            return ("the same lines were read again later" if same else "a later read shows these lines"), \
+                "run it again if you need it"
+        if kind in {"search", "list"}:
+            return f"the same {kind} ran again later, no file changed in between", "run it again if you need it"
+        return "a later identical call returned the same output", "see the later output"

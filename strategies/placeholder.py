@@ -1,0 +1,121 @@
+"""Placeholders that say what was replaced and how to get it back, stable ref ids, and redact_secrets()."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from strategies.base import ARGS_PREFIX, CONTENT, Replacement
+
+if TYPE_CHECKING:
+    from strategies.base import StrategyContext
+    from strategies.conversation import Call, Conversation
+
+KEEP_ARGUMENT_CHARS = 80
+"""An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
+
+_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer", re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=]{16,}")),
+    ("url_password", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+)
+_ASSIGNED_SECRET = re.compile(
+    r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[A-Za-z0-9_]*)"
+    r"(\s*[:=]\s*)(['\"]?)([^\s'\"]{6,})\3"
+)
+
+
+def redact_secrets(text: str) -> str:
+    """The text with keys, tokens, private keys and assigned passwords replaced by [REDACTED:<kind>]."""
+    for kind, pattern in _SECRETS:
+        text = pattern.sub(f"[REDACTED:{kind}]", text)
+    return _ASSIGNED_SECRET.sub(
+        lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
+        text,
+    )
+
+
+def ref_id(identity: str, target: str, original: str) -> str:
+    """A short stable id of an original: a hash of its text and where it sits (tool_call_id, target)."""
+    digest = hashlib.sha256(f"{identity}\x00{target}\x00{original}".encode("utf-8", "surrogatepass"))
+    return "r" + digest.hexdigest()[:12]
+
+
+def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None) -> str:
+    """`[ruyi: older output of `cmd` (1,240 tokens) replaced: why; how; ref r…]`, nothing session-dependent."""
+    first = f", first line `{first_line}`" if first_line else ""
+    return f"[ruyi: {what} of `{label}` ({tokens:,} tokens{first}) replaced: {why}; {how}; ref {ref}]"
+
+
+def first_line(text: str, label: str, limit: int = 60) -> str | None:
+    """The first non-empty line of text, clipped, for a placeholder; None when it adds nothing."""
+    line = next((ln.strip() for ln in text.split("\n", 8)[:8] if ln.strip()), "")
+    line = line.replace("`", "'")
+    if not line or line == label:
+        return None
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _identity(conversation: Conversation, call: Call, index: int) -> str:
+    return call.call_id or f"#{index}"
+
+
+def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
+                   how: str = "run it again if you need it", what: str = "older output") -> Replacement | None:
+    """The whole result of call replaced by a placeholder, if that saves at least ctx.min_saving_tokens."""
+    if call.result is None or call.result in conversation.protected:
+        return None
+    original = conversation.texts[call.result]
+    if not original:
+        return None
+    ref = ref_id(_identity(conversation, call, call.result), CONTENT, original)
+    before = ctx.count_tokens(original)
+    if before < ctx.min_saving_tokens:
+        return None
+    text = placeholder(what, call.action.label, before, why, how, ref, first_line(original, call.action.label))
+    after = ctx.count_tokens(text)
+    if before - after < ctx.min_saving_tokens:
+        return None
+    return Replacement(call.result, CONTENT, text, original, before, after, ref, strategy, why)
+
+
+def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
+                      how: str) -> Replacement | None:
+    """The call's long argument values replaced by placeholder strings; every key kept, JSON stays valid."""
+    if call.call_id is None or call.index in conversation.protected or not call.arguments:
+        return None
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        return None
+    if not isinstance(args, dict):
+        return None
+    target = ARGS_PREFIX + call.call_id
+    before = ctx.count_tokens(call.arguments)
+    if before < ctx.min_saving_tokens:
+        return None
+    ref = ref_id(call.call_id, target, call.arguments)
+    new: dict[str, Any] = {}
+    for key, value in args.items():
+        encoded = json.dumps(value, ensure_ascii=False)
+        if len(encoded) <= KEEP_ARGUMENT_CHARS:
+            new[key] = value
+            continue
+        tokens = ctx.count_tokens(value if isinstance(value, str) else encoded)
+        new[key] = placeholder(f"`{key}` argument", call.action.label, tokens, why, how, ref)
+    if new == args:
+        return None
+    text = json.dumps(new, ensure_ascii=False)
+    after = ctx.count_tokens(text)
+    if before - after < ctx.min_saving_tokens:
+        return None
+    return Replacement(call.index, target, text, call.arguments, before, after, ref, strategy, why)

@@ -1,0 +1,177 @@
+"""Truncation: a long tool output keeps its head, its tail and, within the budget, the lines that matter."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from strategies.base import CONTENT, Replacement, StrategyContext, check_fraction, check_int
+from strategies.conversation import Call, analyze
+from strategies.placeholder import ref_id
+from strategies.protection import ANCHOR
+
+HIGH, MEDIUM, LOW = 2, 1, 0
+_MIN_BUDGET = 256
+_HEADER_RESERVE = 90
+_MARKER_COST = 10
+_HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
+                   r"panic:|fatal:|^\s*File \".*\", line \d+|<returncode>|<exception>")
+_MEDIUM = re.compile(r"\bwarning\b|\bWARN", re.I)
+
+
+def importance(line: str, pattern: re.Pattern[str] | None) -> int:
+    """Seed 004's levels for one line: HIGH errors, tracebacks, anchors; MEDIUM search matches, warnings."""
+    if _HIGH.search(line) or ANCHOR.search(line):
+        return HIGH
+    if (pattern is not None and pattern.search(line)) or _MEDIUM.search(line):
+        return MEDIUM
+    return LOW
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """A search call's pattern as a Python regex (grep's \\| as |), else as a literal; None without one."""
+    if not pattern:
+        return None
+    flags = re.I if pattern.startswith("(?i)") else 0
+    body = pattern.removeprefix("(?i)")
+    try:
+        return re.compile(body.replace(r"\|", "|"), flags)
+    except re.error:
+        return re.compile(re.escape(body), flags)
+
+
+class Truncation:
+    """An output over its budget keeps head and tail lines and, greedily, HIGH then MEDIUM lines between.
+
+    The budget is max_tool_output_tokens; for a search it is also at most grep_max_tokens and
+    grep_headroom of what remains of the window (never under 256 tokens); a list keeps at most
+    glob_max_files lines. Omitted stretches become `[… N lines omitted …]`, and a header line says
+    what was cut and where the original is kept.
+    """
+
+    name: ClassVar[str] = "truncation"
+
+    @dataclass(frozen=True)
+    class Options:
+        max_tool_output_tokens: int = 4000
+        """int, default 4000: any tool output over this many tokens is truncated to it."""
+
+        grep_max_tokens: int = 50000
+        """int, default 50000: a search output is kept under this many tokens."""
+
+        grep_headroom: float = 0.5
+        """float in (0, 1], default 0.5: a search output is kept under this share of the remaining window."""
+
+        glob_max_files: int = 200
+        """int, default 200: a file list keeps at most this many lines (paths)."""
+
+        head_share: float = 0.3
+        """float in (0, 1], default 0.3: share of the budget for the first lines."""
+
+        tail_share: float = 0.3
+        """float in (0, 1], default 0.3: share of the budget for the last lines."""
+
+        def __post_init__(self) -> None:
+            for name in ("max_tool_output_tokens", "grep_max_tokens", "glob_max_files"):
+                check_int(name, getattr(self, name), minimum=1)
+            for name in ("grep_headroom", "head_share", "tail_share"):
+                check_fraction(name, getattr(self, name))
+
+    def __init__(self, options: Truncation.Options | None = None) -> None:
+        self.options = options or Truncation.Options()
+
+    def budget(self, kind: str, ctx: StrategyContext) -> int:
+        budget = self.options.max_tool_output_tokens
+        if kind == "search":
+            headroom = max(_MIN_BUDGET, int(self.options.grep_headroom * ctx.remaining_tokens))
+            budget = min(budget, self.options.grep_max_tokens, headroom)
+        return budget
+
+    def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]:
+        conversation = analyze(messages, ctx)
+        proposals: list[Replacement] = []
+        for call in conversation.calls:
+            if call.result is None or call.result in conversation.protected:
+                continue
+            text = conversation.texts[call.result]
+            if not text:
+                continue
+            budget = self.budget(call.action.kind, ctx)
+            too_many_files = call.action.kind == "list" and text.count("\n") > self.options.glob_max_files + 4
+            if len(text.encode("utf-8", "surrogatepass")) <= budget and not too_many_files:
+                continue
+            tokens = ctx.count_tokens(text)
+            if tokens <= budget and not too_many_files:
+                continue
+            replacement = self._truncate(call, text, tokens, budget, ctx)
+            if replacement is not None:
+                proposals.append(replacement)
+        return proposals
+
+    def _truncate(self, call: Call, text: str, tokens: int, budget: int, ctx: StrategyContext) -> Replacement | None:
+        lines = text.split("\n")
+        if call.action.kind == "list" and len(lines) > self.options.glob_max_files + 4:
+            extra = len(lines) - self.options.glob_max_files - 2
+            lines = lines[: self.options.glob_max_files] + [f"[… {extra} more paths omitted …]"] + lines[-2:]
+        identity = call.call_id or f"#{call.result}"
+        ref = ref_id(identity, CONTENT, text)
+        pattern = compile_pattern(call.action.pattern)
+        body_budget = budget - _HEADER_RESERVE
+        new_text = text
+        for _ in range(4):
+            kept, omitted = self._select(lines, tokens / max(1, len(text)), body_budget, pattern)
+            header = (f"[ruyi: output of `{call.action.label}` truncated from {tokens:,} tokens, {omitted:,} lines "
+                      f"omitted (kept head, tail, errors and matches); ref {ref}; run a narrower command "
+                      f"(grep -n, sed -n 'a,bp') for the rest]")
+            new_text = "\n".join([header, *kept])
+            after = ctx.count_tokens(new_text)
+            if after <= budget or body_budget <= _MIN_BUDGET // 4:
+                break
+            body_budget -= int((after - budget) * 1.2) + 1
+        if tokens - after < ctx.min_saving_tokens:
+            return None
+        return Replacement(call.result or 0, CONTENT, new_text, text, tokens, after, ref, self.name,
+                           f"output over {budget:,} tokens")
+
+    def _select(self, lines: list[str], ratio: float, budget: int,
+                pattern: re.Pattern[str] | None) -> tuple[list[str], int]:
+        """The kept lines, gaps marked, and how many lines were omitted."""
+        max_chars = max(40, int(budget * 0.25 / max(ratio, 1e-6)))
+        lines = [_clip(line, max_chars) for line in lines]
+        cost = [int(len(line) * ratio) + 1 for line in lines]
+        keep: set[int] = set()
+        used, start, end = 0, 0, len(lines) - 1
+        while start <= end and used + cost[start] <= budget * self.options.head_share:
+            keep.add(start)
+            used += cost[start]
+            start += 1
+        tail_used = 0
+        while end >= start and tail_used + cost[end] <= budget * self.options.tail_share:
+            keep.add(end)
+            tail_used += cost[end]
+            end -= 1
+        used += tail_used
+        middle = [(importance(lines[i], pattern), i) for i in range(start, end + 1)]
+        for level in (HIGH, MEDIUM):
+            for rank, i in middle:
+                if rank == level and used + cost[i] + _MARKER_COST <= budget:
+                    keep.add(i)
+                    used += cost[i] + _MARKER_COST
+        out: list[str] = []
+        previous = -1
+        for i in sorted(keep):
+            if i - previous > 1:
+                out.append(f"[… {i - previous - 1} lines omitted …]")
+            out.append(lines[i])
+            previous = i
+        if previous < len(lines) - 1:
+            out.append(f"[… {len(lines) - 1 - previous} lines omitted …]")
+        return out, len(lines) - len(keep)
+
+
+def _clip(line: str, max_chars: int) -> str:
+    if len(line) <= max_chars:
+        return line
+    half = max_chars // 2
+    return f"{line[:half]} […{len(line) - 2 * half} characters…] {line[-half:]}"
