@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -87,48 +88,149 @@ def text_parts(content: Any) -> tuple[list[str], list[Any]]:
     return texts, others
 
 
-def canonical_message(message: Mapping[str, Any]) -> list[Any]:
-    """What identifies a message: role, name, text, other parts, tool calls and tool_call_id.
+def canonical_message(message: Mapping[str, Any]) -> list[tuple[bytes, str]]:
+    """What identifies a message, as tagged strings: role, name, text parts, other parts (hashed),
+    tool-call names and arguments, tool_call_id.
 
     Null and empty fields, key order and `cache_control` markers do not matter; tool-call arguments
     hash the same as a JSON string (OpenAI) or an object (Ollama native).
     """
+    canon: list[tuple[bytes, str]] = []
+    for tag, field in ((b"r", "role"), (b"n", "name")):
+        value = message.get(field)
+        if value:
+            canon.append((tag, str(value)))
     texts, others = text_parts(message.get("content"))
-    canon: list[Any] = [message.get("role"), message.get("name") or None, texts]
-    extra = [part_digest(p) for p in others]
-    images = message.get("images")  # Ollama native messages carry base64 images beside the text
-    if images:
-        extra.extend(part_digest(img) for img in images)
-    calls = []
+    canon.extend((b"t", text) for text in texts)
+    canon.extend((b"x", part_digest(part)) for part in others)
+    canon.extend((b"x", part_digest(image)) for image in message.get("images") or ())  # Ollama native
     for call in message.get("tool_calls") or ():
         fn = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(fn, Mapping):
             fn = {}
-        calls.append([fn.get("name"), canonical_arguments(fn.get("arguments"))])
-    canon += [extra, calls, message.get("tool_call_id") or None]
+        canon.append((b"f", str(fn.get("name") or "")))
+        canon.append((b"a", canonical_arguments(fn.get("arguments"))))
+    tool_call_id = message.get("tool_call_id")
+    if tool_call_id:
+        canon.append((b"i", str(tool_call_id)))
     return canon
 
 
 def message_digest(message: Mapping[str, Any]) -> bytes:
-    """The digest of a message's canonical form."""
-    data = json.dumps(canonical_message(message), separators=(",", ":"), ensure_ascii=False, default=str)
-    return blake2b(data.encode("utf-8", "surrogatepass"), digest_size=DIGEST_SIZE).digest()
+    """The digest of a message's canonical form (each tagged string length-prefixed: unambiguous)."""
+    h = blake2b(digest_size=DIGEST_SIZE)
+    content = message.get("content")
+    if type(content) is str and not message.get("tool_calls") and "images" not in message:
+        fields = [(b"r", message.get("role")), (b"n", message.get("name")), (b"t", content)]
+        fields.append((b"i", message.get("tool_call_id")))  # the common case, without the general walk
+        canon = [(tag, str(value)) for tag, value in fields if value]
+    else:
+        canon = canonical_message(message)
+    for tag, text in canon:
+        data = text.encode("utf-8", "surrogatepass")
+        h.update(tag + len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.digest()
+
+
+@dataclass(frozen=True)
+class FingerprintOptions:
+    """What the fingerprinter remembers of recent requests to skip re-hashing their messages."""
+
+    recent_max: int = 128
+    """Recent requests kept (their message lists, by reference) to compare the next request against."""
+    per_start: int = 4
+    """Recent requests kept per conversation start (system messages + task): parallel runs of a task."""
+
+
+def first_non_system(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Index of the first message whose role is not system/developer (len(messages) if none)."""
+    return next((i for i, m in enumerate(messages) if m.get("role") not in SYSTEM_ROLES), len(messages))
+
+
+def _start_key(head: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
+    """A hashable key of a conversation's start (its exact strings); None if it holds other parts."""
+    key = []
+    for message in head:
+        content = message.get("content")
+        if content is not None and type(content) is not str:
+            return None
+        key.append((message.get("role"), content, message.get("name")))
+    return tuple(key)
+
+
+class Fingerprinter:
+    """Fingerprints requests like `chain_of`, but compares each request with the recent requests that
+    began the same way (a C-level comparison of the parsed messages) and re-hashes only messages that
+    differ: a request extending a known one costs O(new messages) hashing.
+
+    It keeps references to recent requests' messages: do not mutate message objects in place after
+    fingerprinting them (rewrite into copies), or a later comparison may see the mutated form.
+    """
+
+    def __init__(self, options: FingerprintOptions | None = None) -> None:
+        self.options = options or FingerprintOptions()
+        self._recent: OrderedDict[tuple[Any, ...], list[tuple[list[Mapping[str, Any]], MessageChain]]] = OrderedDict()
+        self._kept = 0
+
+    def __len__(self) -> int:
+        return self._kept
+
+    def chain(self, messages: Sequence[Mapping[str, Any]]) -> MessageChain:
+        """The request's chain (identical to `chain_of(messages)`)."""
+        start = first_non_system(messages)
+        key = _start_key(messages[: start + 1]) if start < len(messages) else None
+        if key is None:
+            return chain_of(messages)
+        candidates = self._recent.get(key, [])
+        # One C-level comparison per candidate (it stops at the first differing message).
+        extended = [len(old) <= len(messages) and messages[: len(old)] == old for old, _ in candidates]
+        prefixes = [c for c, is_prefix in zip(candidates, extended) if is_prefix]
+        if prefixes:  # the usual case: a known request is a prefix of this one
+            old, old_chain = max(prefixes, key=lambda c: len(c[0]))
+            chain = self._extend(messages, old_chain, len(old), len(old))
+        elif candidates:  # else reuse what is equal in the most recent one (moved cache markers…)
+            chain = self._reuse(messages, *candidates[0])
+        else:
+            chain = chain_of(messages)
+        kept = [c for c, is_prefix in zip(candidates, extended) if not is_prefix]
+        self._remember(key, [(list(messages), chain), *kept], len(candidates))
+        return chain
+
+    def _reuse(self, messages: Sequence[Mapping[str, Any]], old: list[Mapping[str, Any]], old_chain: MessageChain) -> MessageChain:
+        n = min(len(old), len(messages))
+        same = [messages[i] == old[i] for i in range(n)]
+        digests = [old_chain.digests[i] if same[i] else message_digest(messages[i]) for i in range(n)]
+        unchanged = same.index(False) if False in same else n
+        return self._extend(messages, MessageChain(tuple(digests), old_chain.links, 0), n, unchanged)
+
+    @staticmethod
+    def _extend(messages: Sequence[Mapping[str, Any]], known: MessageChain, n: int, unchanged: int) -> MessageChain:
+        """Digests 0..n-1 from `known`, links 0..unchanged-1 too; the rest computed."""
+        digests = list(known.digests[:n])
+        digests.extend(message_digest(m) for m in messages[n:])
+        links = list(known.links[:unchanged])
+        previous = bytes.fromhex(links[-1]) if links else b""
+        for digest in digests[unchanged:]:
+            previous = blake2b(previous + digest, digest_size=DIGEST_SIZE).digest()
+            links.append(previous.hex())
+        return MessageChain(tuple(digests), tuple(links), first_non_system(messages))
+
+    def _remember(self, key: tuple[Any, ...], kept: list[tuple[list[Mapping[str, Any]], MessageChain]], before: int) -> None:
+        self._recent.pop(key, None)
+        del kept[self.options.per_start :]
+        self._recent[key] = kept
+        self._kept += len(kept) - before
+        while self._kept > self.options.recent_max and self._recent:
+            self._kept -= len(self._recent.popitem(last=False)[1])
 
 
 def chain_of(messages: Sequence[Mapping[str, Any]]) -> MessageChain:
     """Fingerprint a request's messages: link i = H(link i-1 ‖ digest i)."""
-    digests: list[bytes] = []
+    digests = [message_digest(m) for m in messages]
     links: list[str] = []
-    first_non_system = -1
     previous = b""
-    for i, message in enumerate(messages):
-        digest = message_digest(message)
-        link = blake2b(previous + digest, digest_size=DIGEST_SIZE).digest()
-        digests.append(digest)
-        links.append(link.hex())
-        previous = link
-        if first_non_system < 0 and message.get("role") not in SYSTEM_ROLES:
-            first_non_system = i
-    if first_non_system < 0:
-        first_non_system = len(links)
-    return MessageChain(tuple(digests), tuple(links), first_non_system)
+    for digest in digests:
+        previous = blake2b(previous + digest, digest_size=DIGEST_SIZE).digest()
+        links.append(previous.hex())
+    return MessageChain(tuple(digests), tuple(links), first_non_system(messages))

@@ -33,6 +33,7 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
     "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
     "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
 }
+_TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class TokenOptions:
 
     cache_max: int = 200_000
     """Most per-message counts kept (LRU); ≈100 bytes each. A long session needs one per message."""
+    prefix_max: int = 1024
+    """Most per-request count lists kept, by the request's last chain link: a request extending one of
+    them looks up only its new messages."""
     image_tokens: int = 765
     """Tokens charged per image part (OpenAI's cost of a 512×512 high-detail tile set)."""
 
@@ -127,11 +131,17 @@ def _tool_call_parts(message: Mapping[str, Any]) -> list[str]:
 
 
 class TokenCounter:
-    """Counts prompt tokens, caching each message's count by (encoding, content digest)."""
+    """Counts prompt tokens, caching each message's count by (encoding, content digest) and each
+    request's counts by its last chain link, so a request extending a known one costs O(new messages)."""
 
     def __init__(self, options: TokenOptions | None = None) -> None:
         self.options = options or TokenOptions()
-        self._cache: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        """Count by encoding-qualified digest (digest + encoding tag), least recently used first."""
+        self._prefixes: dict[str, OrderedDict[str, tuple[int, ...]]] = {}
+        """Per encoding: a request's last chain link → its per-message counts."""
+        self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
+        """Recent tools lists with their encoding and count (compared in C before any hashing)."""
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -167,12 +177,16 @@ class TokenCounter:
         if not tools:
             return 0
         name = encoding_name_for(model)
+        for known, known_name, n in self._recent_tools:
+            if known_name == name and known == tools:
+                return n
         data = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
-        key = (name, blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        key = blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest() + _TAGS[name]
         found = self._get(key)
         if found is None:
             found = len(encoder(name)(data)) + TOKENS_PER_MESSAGE
             self._put(key, found)
+        self._recent_tools = [(tools, name, found), *self._recent_tools[:7]]
         return found
 
     def count(
@@ -187,27 +201,45 @@ class TokenCounter:
             chain = chain_of(messages)
         name = encoding_name_for(model)
         encode = encoder(name)
-        per_message: list[int] = []
+        tag = _TAGS[name]
+        cache = self._cache
+        prefixes = self._prefixes.setdefault(name, OrderedDict())
+        links = chain.links
+        known: tuple[int, ...] = ()
+        for i in range(len(links) - 1, -1, -1):  # the previous request usually ends a few messages back
+            found = prefixes.get(links[i])
+            if found is not None:
+                known = found
+                break
+        per_message = list(known)
         counted = 0
-        for message, digest in zip(messages, chain.digests):
-            key = (name, digest)
-            n = self._get(key)
+        for message, digest in zip(messages[len(known) :], chain.digests[len(known) :]):
+            key = digest + tag
+            n = cache.get(key)
             if n is None:
                 n = self.count_message(encode, message)
                 self._put(key, n)
                 counted += 1
+            else:
+                cache.move_to_end(key)
             per_message.append(n)
+        counts = tuple(per_message)
+        if links:
+            prefixes[links[-1]] = counts
+            prefixes.move_to_end(links[-1])
+            if len(prefixes) > self.options.prefix_max:
+                prefixes.popitem(last=False)
         tools_n = self.count_tools(model, tools)
-        total = sum(per_message) + tools_n + (REPLY_PRIMING if per_message else 0)
-        return PromptTokens(total, tuple(per_message), tools_n, counted)
+        total = sum(counts) + tools_n + (REPLY_PRIMING if counts else 0)
+        return PromptTokens(total, counts, tools_n, counted)
 
-    def _get(self, key: tuple[str, bytes]) -> int | None:
+    def _get(self, key: bytes) -> int | None:
         n = self._cache.get(key)
         if n is not None:
             self._cache.move_to_end(key)
         return n
 
-    def _put(self, key: tuple[str, bytes], n: int) -> None:
+    def _put(self, key: bytes, n: int) -> None:
         self._cache[key] = n
         if len(self._cache) > self.options.cache_max:
             self._cache.popitem(last=False)

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.chain import chain_of, message_digest
+from memory.chain import FingerprintOptions, Fingerprinter, chain_of, message_digest
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls", "cwd": "/"}'}}
 
@@ -71,3 +71,45 @@ def test_unparseable_arguments_are_kept_raw() -> None:
     a = {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{not json"}}]}
     b = {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": json.dumps("{not json")}}]}
     assert message_digest(a) != message_digest(b)
+
+
+# --- the fingerprinter: same chains as chain_of, computed from what differs -------------------
+
+
+def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    parsed: list[dict[str, Any]] = json.loads(json.dumps(messages))  # a new body, as the proxy sees it
+    return parsed
+
+
+def test_fingerprinter_matches_chain_of_over_every_trace() -> None:
+    from tests.know.traces import load, requests_of, trace_files
+
+    fingerprinter = Fingerprinter()
+    for path in trace_files():
+        for request in requests_of(load(path)["messages"]):
+            assert fingerprinter.chain(_fresh(request)) == chain_of(request), path.name
+
+
+def test_fingerprinter_handles_moved_markers_rewinds_and_parallel_runs() -> None:
+    from tests.know.traces import load, requests_of, trace_files
+
+    messages = load(trace_files()[0])["messages"][:60]
+    other = [dict(m, content="other " + (m.get("content") or "")) if m["role"] == "assistant" else m for m in messages]
+    fingerprinter = Fingerprinter(FingerprintOptions(recent_max=3, per_start=2))
+    sequence: list[list[dict[str, Any]]] = []
+    for a, b in zip(requests_of(messages), requests_of(other)):
+        marked = _fresh(a)
+        marked[-1]["content"] = [{"type": "text", "text": marked[-1]["content"], "cache_control": {"type": "ephemeral"}}]
+        sequence += [marked, _fresh(b)]
+    sequence += [_fresh(messages[:20]), _fresh(messages[:10] + messages[30:40]), [{"role": "user", "content": "solo"}]]
+    for request in sequence:
+        assert fingerprinter.chain(request) == chain_of(request)
+    assert len(fingerprinter) <= 3
+
+
+def test_fingerprinter_without_a_task_message() -> None:
+    fingerprinter = Fingerprinter()
+    only_system = [{"role": "system", "content": "s"}]
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
+    for request in (only_system, image, image, []):
+        assert fingerprinter.chain(request) == chain_of(request)

@@ -148,3 +148,17 @@ def test_encodings_load_with_the_network_cut(tmp_path: Path) -> None:
         assert f"{name} {len(e.encode_ordinary('hello world, 你好'))}" in run.stdout
     assert "litellm not imported" in run.stdout
     assert not list(tmp_path.iterdir())  # nothing was downloaded into the default cache
+
+
+def test_warm_counts_equal_cold_counts_over_a_replay() -> None:
+    from memory.chain import Fingerprinter
+    from tests.know.traces import requests_of
+
+    trace = load(trace_files()[1])
+    warm, fingerprinter = TokenCounter(), Fingerprinter()
+    for request in requests_of(trace["messages"]):
+        fresh = json.loads(json.dumps(request))
+        got = warm.count("gpt-4o", fresh, json.loads(json.dumps(trace["tools"])), fingerprinter.chain(fresh))
+        cold = TokenCounter().count("gpt-4o", request, trace["tools"])
+        assert (got.total, got.messages, got.tools) == (cold.total, cold.messages, cold.tools)
+        assert got.counted <= 3  # only the new messages (the first request: system + task)
