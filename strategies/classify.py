@@ -194,7 +194,7 @@ def classify(tool_call: Mapping[str, Any], state: ClassifyState) -> ToolAction:
     canonical = json.dumps({k: v for k, v in args.items() if v is not None}, sort_keys=True, ensure_ascii=False)
     key = read_key(path, line_range, selector) if kind == "read" else f"{name}\x1f{canonical}\x1f{path}"
     label = f"{name} {raw_path or path or canonical}"
-    if kind in {"write", "create"} and path:
+    if kind == "write" and path:
         state.script_writes.pop(path, None)
     return ToolAction(kind, path, line_range, key, selector, writes, pattern, _clip(label), spec.shows_file, spec.window)
 
@@ -228,7 +228,7 @@ def _shell(name: str, spec: ToolSpec, args: Mapping[str, Any], state: ClassifySt
         base = script.rsplit("/", 1)[0] if "/" in script else cwd
         writes += [resolve(p, base) for p in state.script_writes.get(script, ())]
     for applied in parsed.applies:
-        writes += [resolve(p, cwd) for p in state.script_writes.get(applied, ("*",))]
+        writes += [resolve(p, cwd) for p in state.script_writes[applied]] if applied in state.script_writes else ["*"]
     for written in parsed.writes:
         state.script_writes.pop(written, None)
     state.script_writes.update(dict(parsed.script_writes))

@@ -20,12 +20,24 @@ def overlaps(a: str | None, b: str | None) -> bool:
     With an unknown working directory a relative path may be any absolute one: then any shared
     directory name counts, erring towards "changed" (which only ever keeps an output).
     """
-    if a is None or b is None or "*" in (a, b) or "." in (a, b):
+    if a is None or b is None or "*" in (a, b):
+        return True
+    a, b = _fixed_part(a), _fixed_part(b)
+    if "." in (a, b):
         return True
     if a.startswith("/") != b.startswith("/"):
         relative, absolute = (a, b) if b.startswith("/") else (b, a)
         return relative.split("/", 1)[0] in absolute.split("/")
     return a == b or b.startswith(a.rstrip("/") + "/") or a.startswith(b.rstrip("/") + "/")
+
+
+def _fixed_part(path: str) -> str:
+    """A glob path's directory before its first wildcard (`src/*.py` -> `src`)."""
+    if not any(c in path for c in "*?["):
+        return path
+    parts = path.split("/")
+    cut = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+    return "/".join(parts[:cut]) or "."
 
 
 class WriteLog:
@@ -99,21 +111,19 @@ class Dedup:
 
     def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
                writes: WriteLog, conversation: Conversation) -> Call | None:
+        """The earliest later call that makes older redundant: it never changes as the conversation grows."""
         kind = older.action.kind
         output = conversation.output(older)
-        for later in by_key[older.action.key]:
-            if later.position <= older.position:
-                continue
-            if conversation.output(later) == output:
-                return later
-            if kind in self.options.by_key and kind in _BY_KEY and not later.is_error:
-                if not writes.changed(older.action.path, older.position, later.position):
-                    return later
+        by_key_kind = kind in self.options.by_key and kind in _BY_KEY
+        candidates = [c for c in by_key[older.action.key] if c.position > older.position]
         if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
-            for later in reads_by_path[older.action.path]:
-                if later.position > older.position and not later.is_error and covers(later, older):
-                    if not writes.changed(older.action.path, older.position, later.position):
-                        return later
+            candidates += [c for c in reads_by_path[older.action.path]
+                           if c.position > older.position and c.action.key != older.action.key and covers(c, older)]
+        for later in sorted(candidates, key=lambda c: c.position):
+            if later.action.key == older.action.key and conversation.output(later) == output:
+                return later
+            if by_key_kind and not later.is_error and not writes.changed(older.action.path, older.position, later.position):
+                return later
         return None
 
     @staticmethod
