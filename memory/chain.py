@@ -50,10 +50,11 @@ class MessageChain:
 def canonical_arguments(arguments: Any) -> str:
     """Tool-call arguments as canonical JSON (sorted keys) whether given as a JSON string or an object."""
     if isinstance(arguments, str):
+        raw = arguments
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(raw)
         except ValueError:
-            return arguments  # not JSON: its raw text is canonical (and cannot equal valid JSON)
+            return raw  # not JSON: its raw text is canonical (and cannot equal valid JSON)
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.chain import FingerprintOptions, Fingerprinter, chain_of, message_digest
+from memory.chain import Fingerprinter, FingerprintOptions, chain_of, message_digest
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls", "cwd": "/"}'}}
 

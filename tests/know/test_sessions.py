@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from memory.chain import chain_of
-from memory.sessions import How, SessionOptions, SessionRegistry, agent_id_for, session_header
+from memory.sessions import (
+    How,
+    SessionOptions,
+    SessionRegistry,
+    agent_id_for,
+    session_header,
+)
 from tests.know.traces import load, requests_of, trace_files
 
 Messages = list[dict[str, Any]]
@@ -20,7 +26,8 @@ def replay(registry: SessionRegistry, messages: Messages, agent: str = "a") -> l
 
 @pytest.fixture(scope="module")
 def trace() -> Messages:
-    return load(trace_files()[0])["messages"]
+    messages: Messages = load(trace_files()[0])["messages"]
+    return messages
 
 
 def test_a_trace_sent_as_its_requests_is_one_session(trace: Messages) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tiktoken
@@ -51,7 +52,7 @@ def test_text_message_is_its_tokens_plus_overhead(cl100k: tiktoken.Encoding) -> 
 
 def test_text_parts_names_and_tool_calls_count(cl100k: tiktoken.Encoding) -> None:
     args = '{"command": "grep -rn ForeignKey /testbed | head"}'
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "name": "alice", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": args}}]},
     ]
@@ -114,7 +115,7 @@ def test_ollama_object_arguments_count_like_their_json() -> None:
 def _unshare_works() -> bool:
     if shutil.which("unshare") is None:
         return False
-    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
 @pytest.mark.skipif(not _unshare_works(), reason="`unshare -n` unavailable (needs root or user namespaces)")
@@ -139,7 +140,13 @@ def test_encodings_load_with_the_network_cut(tmp_path: Path) -> None:
     env["TMPDIR"] = str(tmp_path)  # tiktoken's default cache (under the temp dir) is empty here
     env["PYTHONPATH"] = str(REPO)
     run = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+        ["unshare", "-n", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     assert "NETWORK-UP" not in run.stdout
