@@ -13,11 +13,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.chain import Fingerprinter  # noqa: E402
-from memory.sessions import SessionRegistry  # noqa: E402
-from proxy import tokens, window  # noqa: E402
-from proxy.tiers import TierOptions, tier_for  # noqa: E402
-from proxy.tokens import TokenCounter  # noqa: E402
+from memory.chain import Fingerprinter
+from memory.sessions import SessionRegistry
+from proxy import tokens, window
+from proxy.tiers import TierOptions, tier_for
+from proxy.tokens import TokenCounter
 
 TRACES = Path("/work/shared/traces")
 Messages = list[dict[str, Any]]
@@ -110,15 +110,26 @@ def main() -> None:
     print(f"| warm: previous request seen, {len(messages) - len(requests[-2])} new messages "
           f"| {statistics.median(warm) * ms:.3f} ms | < 2 ms |")
     print(f"| start-up, once: tiktoken encoding + litellm model map | {start_up * ms:.0f} ms | — |")
+    per_request = [[statistics.median(curve[i][k] for curve in curves) * 1e6 for k in range(3)] for i in range(len(requests))]
+    half = len(requests) // 2
+    first, second = per_request[1:half], per_request[half:]  # request 1 also pays for the tools schema
+    sizes = [len(r) for r in requests]
+    slope = statistics.linear_regression(sizes[1:], [p[0] for p in per_request[1:]]).slope
+    print(
+        f"\nFirst half vs second half of the trace (median µs): fingerprint "
+        f"{statistics.median(p[0] for p in first):.0f} → {statistics.median(p[0] for p in second):.0f} "
+        f"(+{slope:.2f} µs per message of history: the C-level comparison that proves the prefix unchanged), "
+        f"count {statistics.median(p[1] for p in first):.0f} → {statistics.median(p[1] for p in second):.0f}, "
+        f"session + tier {statistics.median(p[2] for p in first):.0f} → {statistics.median(p[2] for p in second):.0f}."
+    )
     print("\n#### Cost per request over the trace (warm state, replayed in order)\n")
     print("| request | messages | new messages | fingerprint µs | count µs | session + tier µs | total µs |")
     print("|---|---|---|---|---|---|---|")
     for i, r in enumerate(requests):
         if i % args.every and i != len(requests) - 1:
             continue
-        runs = [curve[i] for curve in curves]
-        fp, count, rest = (statistics.median(run[k] for run in runs) * 1e6 for k in range(3))
-        new = runs[0][3]
+        fp, count, rest = per_request[i]
+        new = curves[0][i][3]
         print(f"| {i + 1} | {len(r)} | {new} | {fp:.0f} | {count:.0f} | {rest:.0f} | {fp + count + rest:.0f} |")
 
 

@@ -149,14 +149,17 @@ def first_non_system(messages: Sequence[Mapping[str, Any]]) -> int:
     return next((i for i, m in enumerate(messages) if m.get("role") not in SYSTEM_ROLES), len(messages))
 
 
-def _start_key(head: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
-    """A hashable key of a conversation's start (its exact strings); None if it holds other parts."""
+def _start_key(head: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """A hashable key of a conversation's start (role, name, texts): it only groups candidates for
+    comparison, so ignoring cache markers and non-text parts here costs nothing in correctness."""
     key = []
     for message in head:
         content = message.get("content")
-        if content is not None and type(content) is not str:
-            return None
-        key.append((message.get("role"), content, message.get("name")))
+        if isinstance(content, list):
+            content = tuple(p.get("text") for p in content if isinstance(p, Mapping))
+        elif not isinstance(content, str):
+            content = None
+        key.append((message.get("role"), message.get("name"), content))
     return tuple(key)
 
 
@@ -180,9 +183,9 @@ class Fingerprinter:
     def chain(self, messages: Sequence[Mapping[str, Any]]) -> MessageChain:
         """The request's chain (identical to `chain_of(messages)`)."""
         start = first_non_system(messages)
-        key = _start_key(messages[: start + 1]) if start < len(messages) else None
-        if key is None:
+        if start >= len(messages):
             return chain_of(messages)
+        key = _start_key(messages[: start + 1])
         candidates = self._recent.get(key, [])
         # One C-level comparison per candidate (it stops at the first differing message).
         extended = [len(old) <= len(messages) and messages[: len(old)] == old for old, _ in candidates]
@@ -194,7 +197,12 @@ class Fingerprinter:
             chain = self._reuse(messages, *candidates[0])
         else:
             chain = chain_of(messages)
-        kept = [c for c, is_prefix in zip(candidates, extended) if not is_prefix]
+        links = chain.links
+        kept = [  # drop what this request supersedes: requests it extends, even with moved markers
+            (old, old_chain)
+            for old, old_chain in candidates
+            if not (old_chain.links and len(old) <= len(links) and links[len(old) - 1] == old_chain.links[-1])
+        ]
         self._remember(key, [(list(messages), chain), *kept], len(candidates))
         return chain
 

@@ -113,3 +113,17 @@ def test_fingerprinter_without_a_task_message() -> None:
     image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
     for request in (only_system, image, image, []):
         assert fingerprinter.chain(request) == chain_of(request)
+
+
+def test_fingerprinter_remembers_starts_with_part_lists() -> None:
+    system = {"role": "system", "content": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}]}
+    task = {"role": "user", "content": [{"type": "text", "text": "task"}, {"type": "image_url", "image_url": {"url": "x"}}]}
+    fingerprinter = Fingerprinter()
+    history: list[dict[str, Any]] = [system, task]
+    for i in range(4):
+        request = _fresh(history)
+        if isinstance(request[-1]["content"], str):  # Claude Code marks the newest message
+            request[-1]["content"] = [{"type": "text", "text": request[-1]["content"], "cache_control": {"type": "ephemeral"}}]
+        assert fingerprinter.chain(request) == chain_of(request)
+        history += [{"role": "assistant", "content": f"step {i}"}, {"role": "user", "content": f"result {i}"}]
+    assert len(fingerprinter) == 1  # one start, its latest request kept
