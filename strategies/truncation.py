@@ -17,7 +17,8 @@ _HEADER_RESERVE = 90
 _MARKER_COST = 10
 _HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
                    r"panic:|fatal:|^\s*File \".*\", line \d+|<returncode>|<exception>")
-_MEDIUM = re.compile(r"\bwarning\b|\bWARN", re.I)
+_MEDIUM = re.compile(r"warning\b|\bWARN", re.I)
+_NOT_A_PATH = re.compile(r"^\s*(?:<|\[|\(|$)")
 
 
 def importance(line: str, pattern: re.Pattern[str] | None) -> int:
@@ -110,10 +111,7 @@ class Truncation:
         return proposals
 
     def _truncate(self, call: Call, text: str, tokens: int, budget: int, ctx: StrategyContext) -> Replacement | None:
-        lines = text.split("\n")
-        if call.action.kind == "list" and len(lines) > self.options.glob_max_files + 4:
-            extra = len(lines) - self.options.glob_max_files - 2
-            lines = lines[: self.options.glob_max_files] + [f"[… {extra} more paths omitted …]"] + lines[-2:]
+        lines, dropped = self._limit_paths(text.split("\n")) if call.action.kind == "list" else (text.split("\n"), 0)
         identity = call.call_id or f"#{call.result}"
         ref = ref_id(identity, CONTENT, text)
         pattern = compile_pattern(call.action.pattern)
@@ -121,6 +119,7 @@ class Truncation:
         new_text = text
         for _ in range(4):
             kept, omitted = self._select(lines, tokens / max(1, len(text)), body_budget, pattern)
+            omitted += dropped
             header = (f"[ruyi: output of `{call.action.label}` truncated from {tokens:,} tokens, {omitted:,} lines "
                       f"omitted (kept head, tail, errors and matches); ref {ref}; run a narrower command "
                       f"(grep -n, sed -n 'a,bp') for the rest]")
@@ -131,8 +130,25 @@ class Truncation:
             body_budget -= int((after - budget) * 1.2) + 1
         if tokens - after < ctx.min_saving_tokens:
             return None
-        return Replacement(call.result or 0, CONTENT, new_text, text, tokens, after, ref, self.name,
-                           f"output over {budget:,} tokens")
+        reason = f"output over {budget:,} tokens" if tokens > budget else f"over {self.options.glob_max_files} paths"
+        return Replacement(call.result or 0, CONTENT, new_text, text, tokens, after, ref, self.name, reason)
+
+    def _limit_paths(self, lines: list[str]) -> tuple[list[str], int]:
+        """A listing's first glob_max_files path lines; other lines (tags, headers) stay where they are."""
+        out: list[str] = []
+        seen = dropped = 0
+        for line in lines:
+            if _NOT_A_PATH.match(line):
+                out.append(line)
+                continue
+            seen += 1
+            if seen <= self.options.glob_max_files:
+                out.append(line)
+            else:
+                dropped += 1
+                if dropped == 1:
+                    out.append("[… more paths omitted …]")
+        return out, dropped
 
     def _select(self, lines: list[str], ratio: float, budget: int,
                 pattern: re.Pattern[str] | None) -> tuple[list[str], int]:

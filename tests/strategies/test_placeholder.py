@@ -1,0 +1,86 @@
+"""Placeholders, ref ids, secret redaction and the replacement builders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from strategies.conversation import analyze
+from strategies.placeholder import first_line, placeholder, redact_secrets, ref_id, replace_arguments, replace_output
+from tests.strategies.factories import bash, conversation, lines, make_ctx, step
+
+
+def test_placeholder_text() -> None:
+    text = placeholder("older output", "sed -n '1,80p' src/x.py", 1240, "the file was read again later",
+                       "run the command again if you need it", "r0123456789ab")
+    assert text == ("[ruyi: older output of `sed -n '1,80p' src/x.py` (1,240 tokens) replaced: the file was read "
+                    "again later; run the command again if you need it; ref r0123456789ab]")
+
+
+def test_ref_id_is_stable_and_depends_on_position_and_content() -> None:
+    assert ref_id("call_1", "content", "x") == ref_id("call_1", "content", "x")
+    assert ref_id("call_1", "content", "x") != ref_id("call_2", "content", "x")
+    assert ref_id("call_1", "content", "x") != ref_id("call_1", "content", "y")
+    assert len(ref_id("a", "b", "c")) == 13
+
+
+def test_first_line() -> None:
+    assert first_line("\n\n  hello `x`  \nmore", "label") == "hello 'x'"
+    assert first_line("label\nmore", "label") is None
+    assert first_line("y" * 100, "l").endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        ("sk-proj-abcdefghijklmnopqrstuvwxyz123456", "openai_key"),
+        ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "anthropic_key"),
+        ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+        ("AKIAABCDEFGHIJKLMNOP", "aws_access_key"),
+        ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "google_key"),
+        ("xoxb-1234567890-abcdefghij", "slack_token"),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt"),
+    ],
+)
+def test_redact_secrets(secret: str, kind: str) -> None:
+    redacted = redact_secrets(f"token is {secret} here")
+    assert secret not in redacted
+    assert f"[REDACTED:{kind}]" in redacted
+
+
+def test_redact_assignments_keys_and_urls() -> None:
+    text = ('password = "hunter2hunter2"\nAPI_KEY=abcdef123456\nurl=https://bob:s3cretpw@example.com/x\n'
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----")
+    redacted = redact_secrets(text)
+    for secret in ("hunter2hunter2", "abcdef123456", "s3cretpw", "abcdefghijklmnopqrstuvwxyz", "MIIB"):
+        assert secret not in redacted
+    assert "password = \"[REDACTED:secret]\"" in redacted
+    assert redact_secrets("nothing to see, token count = 5") == "nothing to see, token count = 5"
+
+
+def test_replace_output_and_arguments() -> None:
+    messages = conversation(bash("cat > f.py << 'EOF'\n" + lines("code", 30) + "\nEOF", "", 1),
+                            step("Write", "ok", file_path="/r/f.py", content=lines("w", 30)))
+    ctx = make_ctx()
+    conv = analyze(messages, ctx)
+    out = replace_output(conv, conv.calls[0], ctx, "test", "why", "how")
+    assert out is None  # the output is short: nothing to save
+    args = replace_arguments(conv, conv.calls[1], ctx, "test", "why", "how")
+    assert args is not None and args.target == f"args:{conv.calls[1].call_id}"
+    new = json.loads(args.new_text)
+    assert new["file_path"] == "/r/f.py"
+    assert new["content"].startswith("[ruyi: `content` argument of `Write /r/f.py` (")
+    assert args.original == conv.calls[1].arguments
+    assert args.tokens_saved > 0
+
+
+def test_replace_arguments_needs_json_and_long_values() -> None:
+    messages = conversation(step("bash", "x", command="ls"))
+    messages[2]["tool_calls"][0]["function"]["arguments"] = "{not json " + "x" * 400
+    ctx = make_ctx()
+    conv = analyze(messages, ctx)
+    assert replace_arguments(conv, conv.calls[0], ctx, "t", "w", "h") is None
+    short = conversation(step("bash", "x", command="ls -la /a/very/long/path/that/is/still/short"))
+    conv = analyze(short, ctx)
+    assert replace_arguments(conv, conv.calls[0], ctx, "t", "w", "h") is None

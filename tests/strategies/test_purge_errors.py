@@ -1,0 +1,44 @@
+"""PurgeErrors: old failed calls lose their input; the error stays."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from strategies.base import OptionError
+from strategies.purge_errors import PurgeErrors
+from tests.strategies.factories import bash, conversation, indices, lines, make_ctx
+
+SCRIPT = "cat > /r/t.py << 'EOF'\n" + lines("code", 30) + "\nEOF\npython /r/t.py"
+TRACEBACK = "Traceback (most recent call last):\n  File \"/r/t.py\", line 3\nNameError: x"
+
+
+def filler(n: int) -> list[list[dict[str, object]]]:
+    return [bash(f"echo {i}", "ok") for i in range(n)]
+
+
+def test_a_failed_call_older_than_four_turns_loses_its_input() -> None:
+    messages = conversation(bash(SCRIPT, TRACEBACK, 1), *filler(4))
+    (replacement,) = PurgeErrors().propose(messages, make_ctx())
+    assert replacement.index == 2
+    args = json.loads(replacement.new_text)
+    assert "the call failed; its error is kept in the result" in args["command"]
+    assert "read the file if you need what it wrote" in args["command"]
+    assert messages[3]["content"].endswith("NameError: x\n</output>")
+
+
+def test_younger_failures_and_successes_stay() -> None:
+    assert PurgeErrors().propose(conversation(bash(SCRIPT, TRACEBACK, 1), *filler(3)), make_ctx()) == []
+    assert PurgeErrors().propose(conversation(bash(SCRIPT, "fine"), *filler(6)), make_ctx()) == []
+    quick = PurgeErrors(PurgeErrors.Options(turns_before_purge=0))
+    assert indices(quick.propose(conversation(bash(SCRIPT, TRACEBACK, 1)), make_ctx())) == [2]
+
+
+def test_short_inputs_save_nothing() -> None:
+    assert PurgeErrors().propose(conversation(bash("python x.py", TRACEBACK, 1), *filler(5)), make_ctx()) == []
+
+
+def test_options_validate() -> None:
+    with pytest.raises(OptionError, match="turns_before_purge"):
+        PurgeErrors.Options(turns_before_purge=-1)

@@ -1,0 +1,87 @@
+"""Truncation: head, tail, and within the budget the lines that matter."""
+
+from __future__ import annotations
+
+import pytest
+
+from strategies.base import OptionError
+from strategies.truncation import HIGH, LOW, MEDIUM, Truncation, compile_pattern, importance
+from tests.strategies.factories import bash, conversation, count_tokens, lines, make_ctx, step
+
+
+def small(**overrides: object) -> Truncation:
+    values: dict[str, object] = {"max_tool_output_tokens": 400}
+    values.update(overrides)
+    return Truncation(Truncation.Options(**values))  # type: ignore[arg-type]
+
+
+def test_long_output_keeps_head_tail_and_errors() -> None:
+    body = lines("noise", 300, 1) + "\nERROR: the one line that matters\n" + lines("noise", 300, 301)
+    messages = conversation(bash("python run.py", body))
+    (replacement,) = small().propose(messages, make_ctx())
+    text = replacement.new_text
+    assert replacement.tokens_after <= 400 < replacement.tokens_before
+    assert text.startswith("[ruyi: output of `python run.py` truncated from ")
+    assert f"ref {replacement.ref_id}" in text
+    assert "<returncode>0</returncode>" in text and "</output>" in text
+    assert "ERROR: the one line that matters" in text
+    assert "lines omitted …]" in text
+    assert replacement.original == messages[3]["content"]
+
+
+def test_search_matches_are_kept_and_the_search_budget_follows_the_window() -> None:
+    hits = "\n".join(f"src/f{i}.py:{i}: needle {'x' * 60}" if i % 50 == 0 else f"src/f{i}.py-{i}- hay {'x' * 60}"
+                     for i in range(400))
+    messages = conversation(bash("grep -rn -C3 needle src", hits))
+    truncation = Truncation()
+    assert truncation.budget("search", make_ctx(remaining_tokens=100_000)) == 4000
+    assert truncation.budget("search", make_ctx(remaining_tokens=2_000)) == 1000
+    assert truncation.budget("search", make_ctx(remaining_tokens=0)) == 256
+    assert truncation.budget("read", make_ctx(remaining_tokens=0)) == 4000
+    (replacement,) = truncation.propose(messages, make_ctx(remaining_tokens=2000))
+    assert replacement.tokens_after <= 1000
+    assert "src/f200.py:200: needle" in replacement.new_text
+
+
+def test_file_lists_keep_at_most_glob_max_files() -> None:
+    listing = "\n".join(f"./src/pkg/module_{i}.py" for i in range(500))
+    messages = conversation(bash("find . -name '*.py'", listing))
+    (replacement,) = Truncation(Truncation.Options(glob_max_files=50)).propose(messages, make_ctx())
+    assert "./src/pkg/module_49.py" in replacement.new_text
+    assert "./src/pkg/module_50.py\n" not in replacement.new_text
+    assert "more paths omitted" in replacement.new_text
+
+
+def test_short_outputs_and_protected_ones_stay() -> None:
+    messages = conversation(bash("cat x", lines("x", 5)))
+    assert small().propose(messages, make_ctx()) == []
+    long = conversation(bash("cat x", lines("x", 500)))
+    assert small().propose(long, make_ctx(protected_turns=1)) == []
+
+
+def test_one_huge_line_is_clipped() -> None:
+    messages = conversation(step("bash", "{" + "\"k\": 1, " * 3000 + "}", command="curl api"))
+    (replacement,) = small().propose(messages, make_ctx())
+    assert replacement.tokens_after <= 400
+    assert "characters…]" in replacement.new_text
+
+
+def test_importance_levels() -> None:
+    pattern = compile_pattern("needle")
+    assert importance('  File "/r/x.py", line 3, in f', None) == HIGH
+    assert importance("see [D001]", None) == HIGH
+    assert importance("a needle here", pattern) == MEDIUM
+    assert importance("DeprecationWarning: old", None) == MEDIUM
+    assert importance("plain", pattern) == LOW
+    assert compile_pattern("(?i)NEEDLE").search("needle")  # type: ignore[union-attr]
+    assert compile_pattern("a\\|b").search("b")  # type: ignore[union-attr]
+    assert compile_pattern("unbalanced(").search("x unbalanced( y")  # type: ignore[union-attr]
+    assert compile_pattern(None) is None
+
+
+def test_options_validate() -> None:
+    with pytest.raises(OptionError, match="grep_headroom"):
+        Truncation.Options(grep_headroom=1.5)
+    with pytest.raises(OptionError, match="max_tool_output_tokens"):
+        Truncation.Options(max_tool_output_tokens=0)
+    assert count_tokens("abcd") == 2
