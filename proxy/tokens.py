@@ -36,6 +36,7 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
 _TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
 
+
 @dataclass(frozen=True)
 class TokenOptions:
     """How tokens are counted."""
@@ -46,7 +47,7 @@ class TokenOptions:
     """Most per-request count lists kept, by the request's last chain link: a request extending one of
     them looks up only its new messages."""
     image_tokens: int = 765
-    """Tokens charged per image part (OpenAI's cost of a 512×512 high-detail tile set)."""
+    """Tokens charged per image part (OpenAI's price of a 1024×1024 image at high detail: 85 + 4 × 170)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def encoder(name: str) -> Callable[[str], list[int]]:
         if name in _CACHE_FILES:
             _point_tiktoken_at_bundled_files(name)
         found = tiktoken.get_encoding(name).encode_ordinary
-    except Exception as exc:  # fail open: a wrong count beats a failed request
+    except Exception as exc:  # noqa: BLE001 — fail open: a wrong count beats a failed request
         log.warning("tiktoken_load_failed", encoding=name, error=repr(exc))
         found = _approximate
     return found
