@@ -152,7 +152,7 @@ class OllamaWindows:
             return self._trained[model]
         try:
             body = await self._show(model)
-        except Exception as exc:  # fail open: the window falls back to a default
+        except Exception as exc:  # noqa: BLE001 — fail open: the window falls back to a default
             log.warning("ollama_show_failed", model=model, error=repr(exc))
             return None
         if body is None:
