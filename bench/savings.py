@@ -1,0 +1,118 @@
+"""Savings benchmark: every public trace replayed at 16k, 32k and 64k windows, Ruyi beside the usual answers.
+
+Usage: ``python bench/savings.py [--traces DIR] [--windows 16000,32000,64000] [--only NAME,...] [--json]``.
+Every strategy sees the same requests (see proxy/replay.py for the definitions of each column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python bench/savings.py`: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import baselines  # noqa: E402
+from proxy.replay import (  # noqa: E402
+    Cl100kCounter,
+    CountTokens,
+    Prices,
+    ReplayResult,
+    Rewrite,
+    StderrProgress,
+    Trace,
+    load_trace,
+    merge,
+    replay,
+)
+
+TRACES = Path("/work/shared/traces")
+WINDOWS = (16_000, 32_000, 64_000)
+Factory = Callable[[int], Rewrite]
+
+
+def make_ruyi_rewrite(window: int) -> Rewrite:
+    """Ruyi's session for one trace at this window.
+
+    PLUG-IN POINT: return the pruning engine's stateful rewrite here (one fresh session per call).
+    Until it exists this is the identity rewrite, so the Ruyi row equals "send everything".
+    """
+    return baselines.send_everything(window)
+
+
+STRATEGIES: dict[str, Factory] = {
+    "send everything": baselines.send_everything,
+    "litellm trim_messages": baselines.make_litellm_trim,
+    "LangChain trim_messages (last, start on human)": baselines.make_langchain_trim,
+    "Anthropic-style clearing (keep last 3)": baselines.make_clearing,
+    "mask observations older than the last 10": baselines.make_masking,
+    "Ruyi": make_ruyi_rewrite,
+}
+
+
+def load_traces(folder: Path) -> list[Trace]:
+    """Every trace file in ``folder`` (INDEX.json excluded), in name order."""
+    return [load_trace(p) for p in sorted(folder.glob("*.json")) if p.name != "INDEX.json"]
+
+
+def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: CountTokens, label: str) -> ReplayResult:
+    """Replay every trace with a fresh rewrite from ``factory``; totals over all their requests."""
+    total = sum(len(t.messages) for t in traces)
+    bar = StderrProgress(f"{window // 1000}k {label[:28]:<28}")
+    results: list[ReplayResult] = []
+    done = 0
+    for t in traces:
+        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name,
+                              progress=lambda i, n, base=done: bar(base + i, total)))  # fmt: skip
+        done += len(t.messages)
+    bar(total, total)
+    return merge(results)
+
+
+def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
+    """One window's comparison as a markdown table."""
+    head = ("| at a {w}k window | tokens sent | saved | peak request | over the window | cache hit "
+            "| cost with caching | orphans | needles | invalid args |").format(w=window // 1000)
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        lines.append(
+            f"| {name} | {r.tokens_sent:,} | {100 * r.saved:.1f} % | {r.peak:,} | {r.over_window} / {len(r.rows)} "
+            f"| {100 * r.cache_hit_rate:.1f} % | {r.cost_ratio:.2f}× | {r.orphans} | {100 * r.needles_kept:.1f} % "
+            f"| {r.invalid_args} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=Path, default=TRACES, help="folder of trace files")
+    parser.add_argument("--windows", default=",".join(map(str, WINDOWS)), help="comma-separated windows in tokens")
+    parser.add_argument("--only", default="", help="comma-separated substrings of strategy names to run")
+    parser.add_argument("--json", action="store_true", help="print JSON totals instead of markdown tables")
+    args = parser.parse_args(argv)
+    traces = load_traces(args.traces)
+    wanted = [s.strip().lower() for s in args.only.split(",") if s.strip()]
+    chosen = {n: f for n, f in STRATEGIES.items() if not wanted or any(w in n.lower() for w in wanted)}
+    count = Cl100kCounter()
+    report: dict[str, dict[str, object]] = {}
+    for window in (int(w) for w in args.windows.split(",")):
+        rows: dict[str, ReplayResult] = {}
+        for name, factory in chosen.items():
+            started = time.perf_counter()
+            rows[name] = run_strategy(factory, traces, window, count, name)
+            seconds = time.perf_counter() - started
+            report.setdefault(str(window), {})[name] = rows[name].totals() | {"seconds": round(seconds, 2)}
+            print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
+        if not args.json:
+            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {len(next(iter(rows.values())).rows)} requests.\n")
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""Offline replay of a recorded agent trace as the requests its agent made, with savings, cache and safety metrics.
+
+A trace (OpenAI chat format: ``{"model", "messages", "tools"}``) is replayed as its requests: every
+prefix ending just before an assistant message, then the whole trace (unless it ends with an
+assistant message). Each request goes through ``rewrite`` (one stateful session per trace) and is
+measured. Definitions (they reproduce the table in DESIGN.md):
+
+- tokens: cl100k_base; per message 3 + role + content text + each tool call's name and arguments
+  (+ name if present); per request + the ``tools`` JSON + 3 for reply priming.
+- over the window: a request's tokens > ``window`` (``32_000`` for "32k").
+- cached tokens: the common prefix, message by message, of this rewritten request and the previous
+  one (identical canonical JSON: sorted keys), counted in tokens, plus the tools schema when both
+  requests carry the same one. The first request of a trace has none.
+- cache hit rate: cached tokens / tokens of the previous request (sum over requests that have one):
+  the share of what was sent last time that the prompt cache serves again. Unchanged = 100 %.
+- cost: each request's tokens at ``prices.input`` except its cached tokens at ``prices.cache_read``
+  (default 10 %). ``cost_ratio`` divides by the same for the original requests (1.00× = unchanged).
+- needles: system messages, every user message and the last 4 turns of the ORIGINAL request (a turn
+  = an assistant message and everything up to the next one). Kept if an identical message is in the
+  rewritten request; a system or user message also counts as kept when its text appears verbatim in
+  a rewritten message of the same role (a layout may add to the system message). Ratio over needles.
+- orphans: in the rewritten request, a ``tool`` message whose tool_call_id is not among the
+  tool_calls of the nearest preceding assistant message, plus each tool call with no result before
+  the next assistant message.
+- invalid args: tool calls in the rewritten request whose ``arguments`` are not valid JSON.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
+
+Message = dict[str, Any]
+Tools = list[dict[str, Any]] | None
+Rewrite = Callable[[list[Message], Tools], list[Message]]
+"""One session's rewrite: called once per request, in order; must not mutate its input."""
+Progress = Callable[[int, int], None]
+
+REPLY_PRIMING = 3
+TOKENS_PER_MESSAGE = 3
+LAST_TURNS = 4
+
+
+class PromptCount(Protocol):
+    """What a token counter reports for one request (proxy.tokens.PromptTokens fits)."""
+
+    @property
+    def total(self) -> int: ...
+    @property
+    def messages(self) -> Sequence[int]: ...
+    @property
+    def tools(self) -> int: ...
+
+
+CountTokens = Callable[[Sequence[Message], Tools], PromptCount]
+
+
+@dataclass(frozen=True)
+class Count:
+    """A request's tokens: total, per message, and the tools schema."""
+
+    total: int
+    messages: tuple[int, ...]
+    tools: int
+
+
+class Cl100kCounter:
+    """Counts a request in cl100k_base tokens (offline, litellm's bundled BPE), caching each text."""
+
+    def __init__(self) -> None:
+        spec = importlib.util.find_spec("litellm")
+        if spec is not None and spec.submodule_search_locations:
+            folder = os.path.join(list(spec.submodule_search_locations)[0], "litellm_core_utils", "tokenizers")
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", folder)
+        import tiktoken
+
+        self._encode = tiktoken.get_encoding("cl100k_base").encode_ordinary
+        self._texts: dict[str, int] = {}
+
+    def text(self, text: str) -> int:
+        n = self._texts.get(text)
+        if n is None:
+            n = self._texts[text] = len(self._encode(text))
+        return n
+
+    def message(self, message: Message) -> int:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = [p.get("text", "") if isinstance(p, dict) and p.get("type") == "text" else json.dumps(p) for p in content]
+            content = "".join(parts)
+        n = TOKENS_PER_MESSAGE + self.text(str(message.get("role", ""))) + self.text(content or "")
+        if message.get("name"):
+            n += self.text(str(message["name"]))
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            args = fn.get("arguments")
+            n += self.text(str(fn.get("name") or "")) + self.text(args if isinstance(args, str) else json.dumps(args))
+        return n
+
+    def __call__(self, messages: Sequence[Message], tools: Tools) -> Count:
+        per = tuple(self.message(m) for m in messages)
+        tools_n = self.text(json.dumps(tools)) if tools else 0
+        return Count(sum(per) + tools_n + (REPLY_PRIMING if per else 0), per, tools_n)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Relative prices per input token; only their ratio matters for ``cost_ratio``."""
+
+    input: float = 1.0
+    """Price of an input token the cache does not serve."""
+    cache_read: float = 0.1
+    """Price of an input token served from the prompt cache (10 % of input by default)."""
+
+    def cost(self, tokens: int, cached: int) -> float:
+        return (tokens - cached) * self.input + cached * self.cache_read
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """One replayed request."""
+
+    trace: str
+    index: int
+    messages: int
+    tokens_original: int
+    tokens_sent: int
+    cached: int
+    previous_sent: int
+    cost: float
+    cost_original: float
+    needles: int
+    needles_kept: int
+    orphans: int
+    invalid_args: int
+    over_window: bool
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Rows of one or more replayed traces, and their totals."""
+
+    window: int
+    rows: list[RequestRow] = field(default_factory=list)
+
+    @cached_property
+    def tokens_original(self) -> int:
+        return sum(r.tokens_original for r in self.rows)
+
+    @cached_property
+    def tokens_sent(self) -> int:
+        return sum(r.tokens_sent for r in self.rows)
+
+    @property
+    def saved(self) -> float:
+        return 1 - self.tokens_sent / self.tokens_original if self.tokens_original else 0.0
+
+    @property
+    def peak(self) -> int:
+        return max((r.tokens_sent for r in self.rows), default=0)
+
+    @property
+    def peak_original(self) -> int:
+        return max((r.tokens_original for r in self.rows), default=0)
+
+    @property
+    def over_window(self) -> int:
+        return sum(r.over_window for r in self.rows)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        previous = sum(r.previous_sent for r in self.rows)
+        return sum(r.cached for r in self.rows) / previous if previous else 1.0
+
+    @property
+    def cost_ratio(self) -> float:
+        original = sum(r.cost_original for r in self.rows)
+        return sum(r.cost for r in self.rows) / original if original else 1.0
+
+    @property
+    def needles_kept(self) -> float:
+        total = sum(r.needles for r in self.rows)
+        return sum(r.needles_kept for r in self.rows) / total if total else 1.0
+
+    @property
+    def orphans(self) -> int:
+        return sum(r.orphans for r in self.rows)
+
+    @property
+    def invalid_args(self) -> int:
+        return sum(r.invalid_args for r in self.rows)
+
+    def totals(self) -> dict[str, Any]:
+        names = ("tokens_original", "tokens_sent", "saved", "peak", "peak_original", "over_window",
+                 "cache_hit_rate", "cost_ratio", "needles_kept", "orphans", "invalid_args")
+        return {"requests": len(self.rows), "window": self.window} | {n: getattr(self, n) for n in names}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"totals": self.totals(), "requests": [asdict(r) for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A recorded conversation: its model, messages and tools schema."""
+
+    name: str
+    model: str
+    messages: list[Message]
+    tools: Tools
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a trace file (``{"model", "messages", "tools"}``)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return Trace(os.path.basename(os.fspath(path)), str(data.get("model") or ""), list(data["messages"]), data.get("tools"))
+
+
+def merge(results: Sequence[ReplayResult]) -> ReplayResult:
+    """All rows of several replays (same window) as one result: totals over every request."""
+    return ReplayResult(results[0].window if results else 0, [r for res in results for r in res.rows])
+
+
+def request_ends(messages: Sequence[Message]) -> list[int]:
+    """End index of each request: before every assistant message, then the whole trace."""
+    ends = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
+    if messages and messages[-1].get("role") != "assistant":
+        ends.append(len(messages))
+    return ends
+
+
+def canonical(message: Message) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def cached_prefix(previous: Sequence[str] | None, current: Sequence[str], counts: Sequence[int], tools: int) -> int:
+    """Tokens of ``current`` identical to the start of ``previous`` (canonical strings), tools included."""
+    if previous is None:
+        return 0
+    n = tools
+    for before, now, tokens in zip(previous, current, counts):
+        if before != now:
+            break
+        n += tokens
+    return n
+
+
+def needle_indices(messages: Sequence[Message]) -> list[int]:
+    """System and user messages, and everything from the start of the last 4 turns."""
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    first = starts[-LAST_TURNS] if len(starts) >= LAST_TURNS else (starts[0] if starts else len(messages))
+    return [i for i, m in enumerate(messages) if i >= first or m.get("role") in ("system", "user")]
+
+
+def _text(message: Message) -> str | None:
+    content = message.get("content")
+    return content if isinstance(content, str) and content else None
+
+
+def needles_kept(original: Sequence[Message], canon: Sequence[str], rewritten: Sequence[Message], rewritten_canon: Sequence[str]) -> tuple[int, int]:
+    """(needles, needles kept verbatim) of ``original`` in ``rewritten``; canon = their canonical JSON."""
+    available = Counter(rewritten_canon)
+    indices = needle_indices(original)
+    kept = 0
+    for i in indices:
+        if available[canon[i]] > 0:
+            available[canon[i]] -= 1
+            kept += 1
+            continue
+        role, text = original[i].get("role"), _text(original[i])
+        if role in ("system", "user") and text and not original[i].get("tool_calls"):
+            kept += any(m.get("role") == role and text in (_text(m) or "") for m in rewritten)
+    return len(indices), kept
+
+
+def orphans(messages: Sequence[Message]) -> int:
+    """Tool results without their call in the nearest preceding assistant message, plus calls without a result."""
+    found = 0
+    pending: set[str] = set()
+    calls: set[str] = set()
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            found += len(pending)
+            calls = {str(c.get("id")) for c in m.get("tool_calls") or ()}
+            pending = set(calls)
+        elif role == "tool":
+            call_id = str(m.get("tool_call_id"))
+            if call_id in calls:
+                pending.discard(call_id)
+            else:
+                found += 1
+    return found + len(pending)
+
+
+def invalid_arguments(messages: Sequence[Message]) -> int:
+    """Tool calls whose arguments are not a valid JSON string."""
+    bad = 0
+    for m in messages:
+        for call in m.get("tool_calls") or ():
+            args = (call.get("function") or {}).get("arguments")
+            try:
+                json.loads(args)
+            except (TypeError, ValueError):
+                bad += 1
+    return bad
+
+
+def replay(
+    messages: list[Message],
+    tools: Tools,
+    rewrite: Rewrite,
+    window: int,
+    count_tokens: CountTokens,
+    prices: Prices = Prices(),
+    *,
+    trace: str = "",
+    progress: Progress | None = None,
+) -> ReplayResult:
+    """Replay one trace's requests through ``rewrite`` (a fresh session) and measure each."""
+    rows: list[RequestRow] = []
+    canon = [canonical(m) for m in messages]
+    ends = request_ends(messages)
+    prev_canon: list[str] | None = None
+    prev_tokens = 0
+    for index, end in enumerate(ends):
+        original = messages[:end]
+        sent = rewrite(list(original), tools)
+        sent_canon = [canonical(m) for m in sent]
+        before, after = count_tokens(original, tools), count_tokens(sent, tools)
+        cached = cached_prefix(prev_canon, sent_canon, after.messages, after.tools)
+        cached_original = cached_prefix(canon[: ends[index - 1]] if index else None, canon[:end], before.messages, before.tools)
+        needles, kept = needles_kept(original, canon, sent, sent_canon)
+        rows.append(RequestRow(
+            trace, index, end, before.total, after.total, cached, prev_tokens,
+            prices.cost(after.total, cached), prices.cost(before.total, cached_original),
+            needles, kept, orphans(sent), invalid_arguments(sent), after.total > window,
+        ))  # fmt: skip
+        prev_canon, prev_tokens = sent_canon, after.total
+        if progress is not None:
+            progress(index + 1, len(ends))
+    return ReplayResult(window, rows)
+
+
+class StderrProgress:
+    """A one-line progress bar on stderr, drawn only on a terminal and for long runs."""
+
+    def __init__(self, label: str, min_total: int = 50, width: int = 30) -> None:
+        self.label, self.min_total, self.width = label, min_total, width
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < self.min_total:
+            return
+        filled = self.width * done // total
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}{end}")
+        sys.stderr.flush()
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def format_table(result: ReplayResult) -> str:
+    """Per-request table and totals, as fixed-width text."""
+    head = f"{'#':>4} {'msgs':>5} {'tokens':>8} {'sent':>8} {'cached':>8} {'needles':>9} {'orph':>4} {'badargs':>7}  over"
+    lines = [head, "-" * len(head)]
+    for r in result.rows:
+        lines.append(
+            f"{r.index:>4} {r.messages:>5} {r.tokens_original:>8} {r.tokens_sent:>8} {r.cached:>8} "
+            f"{f'{r.needles_kept}/{r.needles}':>9} {r.orphans:>4} {r.invalid_args:>7}  {'yes' if r.over_window else ''}"
+        )
+    t = result
+    lines += [
+        "",
+        f"requests            {len(t.rows)}",
+        f"tokens without Ruyi {t.tokens_original:,}",
+        f"tokens with Ruyi    {t.tokens_sent:,}  (saved {_pct(t.saved)})",
+        f"peak request        {t.peak:,}  (without Ruyi {t.peak_original:,})",
+        f"over the window     {t.over_window} of {len(t.rows)} (window {t.window:,})",
+        f"prefix-cache hits   {_pct(t.cache_hit_rate)} of the previous request",
+        f"cost with caching   {t.cost_ratio:.2f}x  (1.00x = sending everything unchanged)",
+        f"needles kept        {_pct(t.needles_kept)}",
+        f"orphans             {t.orphans}",
+        f"invalid tool args   {t.invalid_args}",
+    ]
+    return "\n".join(lines)
