@@ -8,6 +8,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from memory.sessions import SessionOptions
+from proxy.calibration import CalibrationOptions
+from proxy.tiers import TierOptions
+from proxy.tokens import TokenOptions
+from proxy.window import OllamaOptions, WindowOptions
+
 UpstreamKind = Literal["openai", "ollama"]
 
 
@@ -134,6 +140,12 @@ class Config:
     limits: LimitOptions = field(default_factory=LimitOptions)
     auth: AuthOptions = field(default_factory=AuthOptions)
     logging: LoggingOptions = field(default_factory=LoggingOptions)
+    window: WindowOptions = field(default_factory=WindowOptions)
+    ollama: OllamaOptions = field(default_factory=OllamaOptions)
+    tiers: TierOptions = field(default_factory=TierOptions)
+    tokens: TokenOptions = field(default_factory=TokenOptions)
+    calibration: CalibrationOptions = field(default_factory=CalibrationOptions)
+    sessions: SessionOptions = field(default_factory=SessionOptions)
 
     def route_for(self, model: str | None) -> Route:
         """First route whose pattern matches the model, else the default route."""

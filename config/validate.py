@@ -31,7 +31,10 @@ def build(cls: type[T], data: Any, *, source: str, path: str = "") -> T:
         key = _join(path, str(unknown[0]))
         raise ConfigError(source, key, f"unknown key; expected one of: {', '.join(sorted(fields))}")
     values = {name: _coerce(hints[name], data[name], source, _join(path, name)) for name in data}
-    obj = cls(**values)
+    try:
+        obj = cls(**values)
+    except ValueError as exc:  # a section that checks itself in __post_init__
+        raise ConfigError(source, path or "(top level)", str(exc)) from None
     check = getattr(obj, "check", None)
     if check is not None:
         try:
@@ -68,9 +71,15 @@ def _coerce(tp: Any, value: Any, source: str, key: str) -> Any:
             raise ConfigError(source, key, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
         return value
     if origin in (tuple, list):
+        if args and args[-1] is not Ellipsis and origin is tuple:  # a fixed record such as (pattern, tokens)
+            if not isinstance(value, (list, tuple)) or len(value) != len(args):
+                raise ConfigError(source, key, f"expected a list of {len(args)} items, got {value!r}")
+            return tuple(_coerce(t, v, source, f"{key}[{i}]") for i, (t, v) in enumerate(zip(args, value)))
+        item = args[0] if args else Any
+        if isinstance(value, dict) and get_origin(item) is tuple and len(get_args(item)) == 2:
+            value = list(value.items())  # {pattern: value} is the friendly spelling of [[pattern, value], ...]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(source, key, f"expected a list, got {_kind(value)}")
-        item = args[0] if args else Any
         return tuple(_coerce(item, v, source, f"{key}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
         return build(tp, value, source=source, path=key)

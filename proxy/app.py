@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator, Sequence
 from aiohttp import web
 
 from config.schema import Config
-from proxy import appkeys, chat, health
+from proxy import admin, appkeys, chat, health
+from proxy.measure import Measurer
 from proxy.middleware import request_middleware
 from proxy.passthrough import passthrough
 from proxy.pipeline import Pipeline, Step
@@ -30,6 +31,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     app.router.add_post("/v1/chat/completions", chat.openai_chat)
     app.router.add_post("/api/chat", chat.ollama_chat)
     app.router.add_post("/api/generate", chat.ollama_generate)
+    admin.add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)
     app.router.add_route("*", "/api/{tail:.*}", passthrough)
     return app
@@ -38,6 +40,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
 async def _client_session(app: web.Application) -> AsyncIterator[None]:
     session = make_session(app[appkeys.CONFIG].upstream)
     app[appkeys.CLIENT] = session
+    app[appkeys.MEASURER] = Measurer(app[appkeys.CONFIG], session)
     yield
     await session.close()
 

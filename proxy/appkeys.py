@@ -8,9 +8,11 @@ import aiohttp
 from aiohttp import web
 
 from config.schema import Config
+from proxy.measure import Measurer
 from proxy.pipeline import Pipeline
 
 CONFIG = web.AppKey("config", Config)
 CLIENT = web.AppKey("client", aiohttp.ClientSession)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 COUNTERS = web.AppKey("counters", Counter)
+MEASURER = web.AppKey("measurer", Measurer)

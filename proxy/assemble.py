@@ -50,7 +50,7 @@ class LineRelay:
         return out
 
 
-class SSEAssembler:
+class OpenAIAssembler:
     """Builds the message from OpenAI chat-completion chunks (``data: {...}`` lines)."""
 
     def __init__(self) -> None:
@@ -101,7 +101,7 @@ class SSEAssembler:
             slot["function"]["arguments"] += fn["arguments"]
 
 
-class NDJSONAssembler:
+class OllamaAssembler:
     """Builds the message from Ollama's NDJSON objects (``/api/chat`` or ``/api/generate``)."""
 
     def __init__(self) -> None:
@@ -137,13 +137,14 @@ class NDJSONAssembler:
             self.result.usage = {k: obj[k] for k in ("prompt_eval_count", "eval_count") if k in obj}
 
 
-def assembler_for(framing: str) -> SSEAssembler | NDJSONAssembler:
-    return SSEAssembler() if framing == "sse" else NDJSONAssembler()
+def assembler_for(wire: str) -> OpenAIAssembler | OllamaAssembler:
+    """OpenAI chunks arrive as SSE ``data:`` lines, Ollama objects as NDJSON lines."""
+    return OpenAIAssembler() if wire == "openai" else OllamaAssembler()
 
 
-def assemble_body(framing: str, body: bytes) -> Assembled:
+def assemble_body(wire: str, body: bytes) -> Assembled:
     """The same result for a non-streamed answer (one JSON object)."""
-    asm = assembler_for(framing)
+    asm = assembler_for(wire)
     try:
         obj = json.loads(body)
     except ValueError:

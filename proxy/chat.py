@@ -12,6 +12,7 @@ from proxy.auth import check_client_key
 from proxy.context import CTX_KEY, RequestContext, mode_from
 from proxy.dialects import OLLAMA_CHAT, OLLAMA_GENERATE, OPENAI_CHAT, Dialect
 from proxy.errors import ProxyError
+from proxy.rewrite import observe, prepare
 from proxy.relay import is_streamed, relay_stream, relay_whole
 from proxy.upstream import forward_headers, send, upstream_url
 
@@ -49,36 +50,18 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     if dialect.wire == "ollama" and ctx.route.kind != "ollama":
         raise ProxyError(400, "route_kind_mismatch", f"model {model!r} is routed to an OpenAI-style upstream; use /v1/chat/completions for it")
     ctx.stream = dialect.is_stream(body)
-    forwarded = raw
-    if ctx.mode != "off":
-        new_body = rewrite(app, dialect, body, ctx)
-        if ctx.mode == "on" and new_body is not body:
-            forwarded = json.dumps(new_body, ensure_ascii=False).encode()
+    forwarded = await prepare(request, dialect, raw, body, ctx)
     url = upstream_url(ctx.route, request.path, request.query_string)
     headers = forward_headers(request.headers, ctx.route)
     headers["Content-Type"] = "application/json"
     async with send(app[appkeys.CLIENT], ctx, "POST", url, headers, forwarded) as resp:
         if resp.status == 200 and is_streamed(resp):
-            out, assembled = await relay_stream(request, resp, ctx, dialect.wire, dialect.framing(True))
+            out, assembled = await relay_stream(request, resp, ctx, dialect.wire)
         else:
-            out, assembled = await relay_whole(resp, ctx, dialect.framing(False))
+            out, assembled = await relay_whole(resp, ctx, dialect.wire)
     ctx.facts["assembled"] = assembled
+    observe(request, ctx)
     return out
-
-
-def rewrite(app: web.Application, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-    """Run the pipeline over the body's messages; the same body object when nothing changed."""
-    messages = dialect.to_canonical(body)
-    if messages is None:
-        return body
-    new = app[appkeys.PIPELINE].run(messages, ctx)
-    if new is messages:
-        return body
-    try:
-        return dialect.with_messages(body, messages, new)
-    except (ValueError, KeyError, IndexError, TypeError):
-        ctx.facts.setdefault("failed_steps", []).append("dialect")
-        return body
 
 
 async def openai_chat(request: web.Request) -> web.StreamResponse:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiohttp import web
 
 from config.schema import Route
 from proxy.errors import ProxyError, Wire
+
+if TYPE_CHECKING:
+    from proxy.measure import Measurement
 
 Mode = Literal["on", "off", "dry-run"]
 MODES: tuple[Mode, ...] = ("on", "off", "dry-run")
@@ -30,6 +33,8 @@ class RequestContext:
     stream: bool = False
     upstream_latency_ms: float | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
+    measurement: Measurement | None = None
+    """Session, tokens, window and tier, once measured (None with X-Ruyi-Mode: off)."""
     facts: dict[str, Any] = field(default_factory=dict)
     """Measurements later steps add (tokens, window, tier, report); logged with the access event."""
 

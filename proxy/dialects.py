@@ -22,11 +22,6 @@ class Dialect:
             return body.get("stream") is True
         return body.get("stream", True) is not False  # Ollama streams unless told not to
 
-    def framing(self, stream: bool) -> str:
-        if self.wire == "openai":
-            return "sse" if stream else "json"
-        return "ndjson" if stream else "json"
-
     def to_canonical(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The OpenAI-style messages strategies work on; ``None`` when the body has none."""
         messages = body.get("messages")

@@ -46,5 +46,5 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         if is_streamed(resp) or resp.content_length is None:
             ctx.stream = True
             return await relay_raw(request, resp, ctx)
-        out, _ = await relay_whole(resp, ctx, "raw")
+        out, _ = await relay_whole(resp, ctx, None)
         return out

@@ -18,21 +18,21 @@ STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl"
 UPSTREAM_FAULTS = (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, asyncio.TimeoutError)
 
 
-async def relay_whole(resp: aiohttp.ClientResponse, ctx: RequestContext, framing: str) -> tuple[web.Response, Assembled | None]:
-    """Read the whole upstream body and answer with it unchanged."""
+async def relay_whole(resp: aiohttp.ClientResponse, ctx: RequestContext, wire: Wire | None) -> tuple[web.Response, Assembled | None]:
+    """Read the whole upstream body and answer with it unchanged (assembled aside when ``wire`` is given)."""
     body = await read_all(resp, ctx)
-    assembled = assemble_body(framing, body) if resp.status == 200 and framing != "raw" else None
+    assembled = assemble_body(wire, body) if resp.status == 200 and wire else None
     out = web.Response(body=body, status=resp.status, headers=relay_headers(resp.headers, ctx.response_headers))
     return out, assembled
 
 
 async def relay_stream(
-    request: web.Request, resp: aiohttp.ClientResponse, ctx: RequestContext, wire: Wire, framing: str
+    request: web.Request, resp: aiohttp.ClientResponse, ctx: RequestContext, wire: Wire
 ) -> tuple[web.StreamResponse, Assembled]:
     """Write each chunk as it arrives (whole lines only); a broken upstream ends the stream with an error."""
     out = web.StreamResponse(status=resp.status, headers=relay_headers(resp.headers, ctx.response_headers))
     await out.prepare(request)
-    lines, asm = LineRelay(), assembler_for(framing)
+    lines, asm = LineRelay(), assembler_for(wire)
     chunks = resp.content.iter_any().__aiter__()
     while True:
         try:
@@ -40,7 +40,7 @@ async def relay_stream(
         except StopAsyncIteration:
             break
         except UPSTREAM_FAULTS as exc:
-            await _end_broken(out, lines, ctx, wire, framing, exc)
+            await _end_broken(out, lines, ctx, wire, exc)
             asm.result.error = "upstream_disconnected"
             return out, asm.result
         data = lines.feed(chunk)
@@ -73,12 +73,10 @@ def is_streamed(resp: aiohttp.ClientResponse) -> bool:
     return resp.content_type in STREAM_TYPES
 
 
-async def _end_broken(
-    out: web.StreamResponse, lines: LineRelay, ctx: RequestContext, wire: Wire, framing: str, exc: BaseException
-) -> None:
+async def _end_broken(out: web.StreamResponse, lines: LineRelay, ctx: RequestContext, wire: Wire, exc: BaseException) -> None:
     assert ctx.route is not None
     log.warning("upstream_stream_broken", request_id=ctx.request_id, upstream=describe(ctx.route), error=type(exc).__name__)
     message = f"the upstream {describe(ctx.route)} closed the stream before it was complete"
-    prefix = b"" if framing != "sse" or lines.at_event_boundary else b"\n"
+    prefix = b"" if wire != "openai" or lines.at_event_boundary else b"\n"  # end a half-sent SSE event first
     await out.write(prefix + stream_error_bytes(wire, "upstream_disconnected", message))
     await out.write_eof()

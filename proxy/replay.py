@@ -11,8 +11,8 @@ measured. Definitions (they reproduce the table in DESIGN.md):
 - cached tokens: the common prefix, message by message, of this rewritten request and the previous
   one (identical canonical JSON: sorted keys), counted in tokens, plus the tools schema when both
   requests carry the same one. The first request of a trace has none.
-- cache hit rate: cached tokens / tokens of the previous request (sum over requests that have one):
-  the share of what was sent last time that the prompt cache serves again. Unchanged = 100 %.
+- cache hit rate: cached tokens / the previous request's messages + tools tokens (summed over the
+  requests that have one): the share of what was sent last time that the cache serves again.
 - cost: each request's tokens at ``prices.input`` except its cached tokens at ``prices.cache_read``
   (default 10 %). ``cost_ratio`` divides by the same for the original requests (1.00× = unchanged).
 - needles: system messages, every user message and the last 4 turns of the ORIGINAL request (a turn
@@ -133,7 +133,7 @@ class RequestRow:
     tokens_original: int
     tokens_sent: int
     cached: int
-    previous_sent: int
+    previous: int
     cost: float
     cost_original: float
     needles: int
@@ -176,7 +176,7 @@ class ReplayResult:
 
     @property
     def cache_hit_rate(self) -> float:
-        previous = sum(r.previous_sent for r in self.rows)
+        previous = sum(r.previous for r in self.rows)
         return sum(r.cached for r in self.rows) / previous if previous else 1.0
 
     @property
@@ -343,7 +343,7 @@ def replay(
             prices.cost(after.total, cached), prices.cost(before.total, cached_original),
             needles, kept, orphans(sent), invalid_arguments(sent), after.total > window,
         ))  # fmt: skip
-        prev_canon, prev_tokens = sent_canon, after.total
+        prev_canon, prev_tokens = sent_canon, sum(after.messages) + after.tools
         if progress is not None:
             progress(index + 1, len(ends))
     return ReplayResult(window, rows)

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from config.schema import Config
 from proxy.app import make_app
+from proxy.measure import Measurer
 from proxy.log import configure_logging
 from proxy.steps import default_steps
 
@@ -16,6 +17,7 @@ def serve(config: Config) -> None:
     secrets += [r.key for r in (config.default_route, *config.routes) if r.key]
     configure_logging(config.logging.level, config.logging.format, secrets)
     log = structlog.get_logger("ruyi")
+    Measurer.warm_up()
     app = make_app(config, default_steps(config))
     log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url)
     web.run_app(

@@ -1,0 +1,56 @@
+"""Ruyi's own API under ``/ruyi/v1``: an agent's sessions and what Ruyi measured for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from memory.sessions import Session, agent_id_for
+from proxy import appkeys
+from proxy.auth import check_admin_key
+from proxy.errors import ProxyError
+
+
+def session_view(s: Session) -> dict[str, Any]:
+    return {
+        "session_id": s.session_id,
+        "agent_id": s.agent_id,
+        "parent_id": s.parent_id,
+        "requests": s.requests,
+        "messages": len(s.links),
+        "tokens": s.prompt_tokens,
+        "upstream_prompt_tokens": s.upstream_prompt_tokens,
+        "cached_tokens": s.cached_tokens,
+        "tier": s.tier,
+        "window": s.window,
+        "num_ctx": s.num_ctx,
+        "calibration": s.calibration,
+        "created_at": s.created_at,
+        "last_seen": s.last_seen,
+    }
+
+
+def _agent(request: web.Request) -> str:
+    check_admin_key(request)
+    return agent_id_for(request.headers)
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    """The calling agent's sessions, most recent first (``X-Ruyi-Agent`` says which agent)."""
+    agent = _agent(request)
+    sessions = request.app[appkeys.MEASURER].sessions.list(agent)
+    return web.json_response({"agent_id": agent, "sessions": [session_view(s) for s in sessions]})
+
+
+async def get_session(request: web.Request) -> web.Response:
+    agent = _agent(request)
+    session = request.app[appkeys.MEASURER].sessions.get(agent, request.match_info["session_id"])
+    if session is None:
+        raise ProxyError(404, "session_not_found", "no such session for this agent")
+    return web.json_response(session_view(session))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/ruyi/v1/sessions", list_sessions)
+    app.router.add_get("/ruyi/v1/sessions/{session_id}", get_session)
