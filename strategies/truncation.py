@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, ClassVar
 
 from strategies.base import CONTENT, Replacement, StrategyContext, check_fraction, check_int
@@ -16,7 +18,7 @@ _MIN_BUDGET = 256
 _HEADER_RESERVE = 90
 _MARKER_COST = 10
 _HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
-                   r"panic:|fatal:|^\s*File \".*\", line \d+|<returncode>|<exception>")
+                   r"panic:|fatal:|^[ \t]*File \".*\", line \d+|<returncode>|<exception>", re.M)
 _MEDIUM = re.compile(r"warning\b|\bWARN", re.I)
 _NOT_A_PATH = re.compile(r"^\s*(?:<|\[|\(|$)")
 
@@ -28,6 +30,20 @@ def importance(line: str, pattern: re.Pattern[str] | None) -> int:
     if (pattern is not None and pattern.search(line)) or _MEDIUM.search(line):
         return MEDIUM
     return LOW
+
+
+def ranks(lines: list[str], pattern: re.Pattern[str] | None) -> list[int]:
+    """importance() of every line, found with one scan of the whole text per regex."""
+    text = "\n".join(lines)
+    starts = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    levels = [LOW] * len(lines)
+    scans = [(_MEDIUM, MEDIUM), (_HIGH, HIGH), (ANCHOR, HIGH)] + ([(pattern, MEDIUM)] if pattern is not None else [])
+    for regex, level in scans:
+        for match in regex.finditer(text):
+            line = bisect_right(starts, match.start()) - 1
+            if level > levels[line]:
+                levels[line] = level
+    return levels
 
 
 def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
@@ -116,9 +132,9 @@ class Truncation:
         ref = ref_id(identity, CONTENT, text)
         pattern = compile_pattern(call.action.pattern)
         body_budget = budget - _HEADER_RESERVE
-        new_text = text
+        levels = ranks(lines, pattern)
         for _ in range(4):
-            kept, omitted = self._select(lines, tokens / max(1, len(text)), body_budget, pattern)
+            kept, omitted = self._select(lines, levels, tokens / max(1, len(text)), body_budget)
             omitted += dropped
             header = (f"[ruyi: output of `{call.action.label}` truncated from {tokens:,} tokens, {omitted:,} lines "
                       f"omitted (kept head, tail, errors and matches); ref {ref}; run a narrower command "
@@ -150,8 +166,7 @@ class Truncation:
                     out.append("[… more paths omitted …]")
         return out, dropped
 
-    def _select(self, lines: list[str], ratio: float, budget: int,
-                pattern: re.Pattern[str] | None) -> tuple[list[str], int]:
+    def _select(self, lines: list[str], levels: list[int], ratio: float, budget: int) -> tuple[list[str], int]:
         """The kept lines, gaps marked, and how many lines were omitted."""
         max_chars = max(40, int(budget * 0.25 / max(ratio, 1e-6)))
         lines = [_clip(line, max_chars) for line in lines]
@@ -168,10 +183,9 @@ class Truncation:
             tail_used += cost[end]
             end -= 1
         used += tail_used
-        middle = [(importance(lines[i], pattern), i) for i in range(start, end + 1)]
         for level in (HIGH, MEDIUM):
-            for rank, i in middle:
-                if rank == level and used + cost[i] + _MARKER_COST <= budget:
+            for i in range(start, end + 1):
+                if levels[i] == level and used + cost[i] + _MARKER_COST <= budget:
                     keep.add(i)
                     used += cost[i] + _MARKER_COST
         out: list[str] = []
