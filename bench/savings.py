@@ -33,6 +33,10 @@ from proxy.replay import (  # noqa: E402
 TRACES = Path("/work/shared/traces")
 WINDOWS = (16_000, 32_000, 64_000)
 Factory = Callable[[int], Rewrite]
+NOTES = (
+    "Budget for the trimmers and trigger for clearing: window − reserve (15 %, at least 2,000 tokens). "
+    "litellm's trim_messages runs unchanged but counts with our cached cl100k counter (its own is too slow)."
+)
 
 
 def make_ruyi_rewrite(window: int) -> Rewrite:
@@ -108,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.setdefault(str(window), {})[name] = rows[name].totals() | {"seconds": round(seconds, 2)}
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         if not args.json:
-            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {len(next(iter(rows.values())).rows)} requests.\n")
+            requests = len(next(iter(rows.values())).rows)
+            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}\n")
     if args.json:
         print(json.dumps(report, indent=1))
     return 0

@@ -17,8 +17,8 @@ measured. Definitions (they reproduce the table in DESIGN.md):
   (default 10 %). ``cost_ratio`` divides by the same for the original requests (1.00× = unchanged).
 - needles: system messages, every user message and the last 4 turns of the ORIGINAL request (a turn
   = an assistant message and everything up to the next one). Kept if an identical message is in the
-  rewritten request; a system or user message also counts as kept when its text appears verbatim in
-  a rewritten message of the same role (a layout may add to the system message). Ratio over needles.
+  rewritten request (each rewritten message matches one needle); a system message also counts as
+  kept when its text appears verbatim in a rewritten system message (a layout may add to it).
 - orphans: in the rewritten request, a ``tool`` message whose tool_call_id is not among the
   tool_calls of the nearest preceding assistant message, plus each tool call with no result before
   the next assistant message.
@@ -274,9 +274,9 @@ def needles_kept(original: Sequence[Message], canon: Sequence[str], rewritten: S
             available[canon[i]] -= 1
             kept += 1
             continue
-        role, text = original[i].get("role"), _text(original[i])
-        if role in ("system", "user") and text and not original[i].get("tool_calls"):
-            kept += any(m.get("role") == role and text in (_text(m) or "") for m in rewritten)
+        text = _text(original[i])
+        if original[i].get("role") == "system" and text:
+            kept += any(m.get("role") == "system" and text in (_text(m) or "") for m in rewritten)
     return len(indices), kept
 
 
