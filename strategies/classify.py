@@ -115,9 +115,10 @@ def tools_from_mapping(data: Mapping[str, Mapping[str, Any]] | None) -> Mapping[
     table = dict(DEFAULT_TOOLS)
     for name, entry in (data or {}).items():
         try:
-            values = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(entry).items()}
-            if isinstance(values.get("subkinds"), Mapping):
-                values["subkinds"] = tuple(values["subkinds"].items())
+            values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(entry).items()}
+            subkinds = values.get("subkinds")
+            if isinstance(subkinds, Mapping):
+                values["subkinds"] = tuple(subkinds.items())
             table[name] = ToolSpec(**values)
         except (TypeError, OptionError) as exc:
             raise OptionError(f"tools.{name}: {exc}") from None

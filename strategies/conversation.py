@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
 _EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]|\b[Ee]xit code:? (-?\d+)|\"exit_code\":\s*(-?\d+)")
 _FIRST_LINE_ERROR = re.compile(r"^\s*(?:error\b|<tool_use_error>|<exception>|fatal:|Your proposed edit has introduced)",
-                               re.I)
-_FENCE = re.compile(r"```(?:bash|sh|shell|console|mswea_bash_command)?[ \t]*\n(.*?)```", re.S)
+                               re.IGNORECASE)
+_FENCE = re.compile(r"```(?:bash|sh|shell|console|mswea_bash_command)?[ \t]*\n(.*?)```", re.DOTALL)
 _OBSERVATION = re.compile(r"^\s*(?:<returncode>|<output>|<exception>|Observation:|OBSERVATION:)")
 
 

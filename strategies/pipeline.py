@@ -12,7 +12,14 @@ from typing import Any
 
 import structlog
 
-from strategies.base import ARGS_PREFIX, CONTENT, OptionError, Replacement, StrategyContext, options_from_mapping
+from strategies.base import (
+    ARGS_PREFIX,
+    CONTENT,
+    OptionError,
+    Replacement,
+    StrategyContext,
+    options_from_mapping,
+)
 from strategies.conversation import analyze
 from strategies.dedup import Dedup
 from strategies.purge_errors import PurgeErrors
@@ -21,7 +28,7 @@ from strategies.truncation import Truncation
 
 log = structlog.get_logger(__name__)
 
-STRATEGY_ORDER: tuple[type[Dedup] | type[Supersede] | type[PurgeErrors] | type[Truncation], ...] = (
+STRATEGY_ORDER: tuple[type[Dedup | Supersede | PurgeErrors | Truncation], ...] = (
     Dedup,
     Supersede,
     PurgeErrors,
@@ -60,7 +67,7 @@ class PipelineOptions:
         if "enabled" in data:
             values["enabled"] = tuple(data.pop("enabled"))
         if data:
-            raise OptionError(f"{sorted(data)[0]}: unknown option")
+            raise OptionError(f"{min(data)}: unknown option")
         return cls(**values)
 
 
@@ -84,7 +91,7 @@ def propose_all(messages: list[dict[str, Any]], ctx: StrategyContext, options: P
     for strategy_class in STRATEGY_ORDER:
         if strategy_class.name not in options.enabled:
             continue
-        strategy = strategy_class(getattr(options, strategy_class.name))  # type: ignore[arg-type]
+        strategy = strategy_class(getattr(options, strategy_class.name))
         try:
             proposals = strategy.propose(messages, ctx)
         except Exception:  # fail open: one broken strategy never fails the request

@@ -85,7 +85,7 @@ def _cites_anchor(text: str | None, message: dict[str, object]) -> bool:
 @lru_cache(maxsize=64)
 def _pattern(globs: tuple[str, ...]) -> re.Pattern[str] | None:
     """One case-insensitive regex for the protected globs (fnmatch syntax)."""
-    return re.compile("|".join(translate(g) for g in globs), re.I) if globs else None
+    return re.compile("|".join(translate(g) for g in globs), re.IGNORECASE) if globs else None
 
 
 def _matches(path: str, pattern: re.Pattern[str] | None) -> bool:

@@ -14,7 +14,7 @@ from strategies.effect import END, Effect, resolve
 __all__ = ["END", "ShellAction", "parse_shell", "split_heredocs", "tokenize"]
 
 _HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
-_CHUNK = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.|[^'\"\\]+|\\\Z", re.S)
+_CHUNK = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.|[^'\"\\]+|\\\Z", re.DOTALL)
 _COMMENT = re.compile(r"(^|[\s;&|])#[^\n]*")
 _PLACEHOLDER = re.compile(r"RUYIQ\d+")
 _OPERATOR_CHARS = frozenset("();<>|&")

@@ -157,7 +157,6 @@ def _first(name: str, args: list[str], cwd: str | None, heredoc: str | None, std
         if len(files) != 1 or files[0] == "-":
             return Effect("filter" if not files else "other")
         return compose(Effect("read", path=resolve(files[0], cwd)), transform)
-    written: Effect | None = None
     if name in _SEARCHERS:
         return search(name, args, cwd)
     if name in {"ls", "tree", "dir"}:
@@ -169,6 +168,7 @@ def _first(name: str, args: list[str], cwd: str | None, heredoc: str | None, std
         return Effect("benign")
     if name in shell_writes.FILE_OPS:
         return shell_writes.file_op(name, args, cwd)
+    written: Effect | None = None
     if name == "sed":
         written = shell_writes.sed_in_place(args, cwd)
     elif name == "git":
@@ -260,8 +260,8 @@ def filtered(effect: Effect, argv: list[str], redirects: list[tuple[str, str]], 
     if lines is not None and not lines[0]:
         return compose(effect, lines[1]) if effect.kind in {"read", "search", "list"} else effect
     if name in _FILTERS and effect.kind in {"read", "search", "list"}:
-        found = search(name, args, cwd) if name in _SEARCHERS else None
-        narrowed = replace(effect, pattern=found.pattern) if found is not None and found.kind == "filter" else effect
+        grep = search(name, args, cwd) if name in _SEARCHERS else None
+        narrowed = replace(effect, pattern=grep.pattern) if grep is not None and grep.kind == "filter" else effect
         return compose(narrowed, shlex.join(argv))
     return Effect("other", writes=effect.writes, uses=effect.uses, applies=effect.applies,
                   script_writes=effect.script_writes)

@@ -9,7 +9,7 @@ from strategies.effect import Effect, positional, resolve
 
 _PY_OPEN = re.compile(r"open\(\s*[rbf]?(['\"])([^'\"\n]+)\1\s*,\s*(?:mode\s*=\s*)?[rbf]?(['\"])([^'\"]*)\3")
 _PY_PATH_WRITE = re.compile(r"Path\(\s*[rbf]?(['\"])([^'\"\n]+)\1\s*\)\.write_(?:text|bytes)\(")
-_PATCH_HEADER = re.compile(r"^(?:\+\+\+ (\S+)|\*\*\* (?:Update|Add|Delete) File: (.+)|\*\*\* Move to: (.+))$", re.M)
+_PATCH_HEADER = re.compile(r"^(?:\+\+\+ (\S+)|\*\*\* (?:Update|Add|Delete) File: (.+)|\*\*\* Move to: (.+))$", re.MULTILINE)
 FILE_OPS = frozenset({"cp", "mv", "rm", "touch", "ln", "install", "truncate", "tee", "unlink", "rmdir"})
 
 

@@ -46,21 +46,17 @@ class Supersede:
             for path in action.writes:
                 if path != "*":
                     last_edit[path] = call.position
-        proposals: list[Replacement] = []
+        proposals: list[Replacement | None] = []
         for call in conversation.calls:
             action = call.action
-            if self.options.writes and action.kind in {"write", "edit"} and action.path:
-                if last_read.get(action.path, -1) > call.position:
-                    replacement = replace_arguments(
-                        conversation, call, ctx, self.name, "the file was read again later",
-                        "read it if you need its content")
-                    if replacement is not None:
-                        proposals.append(replacement)
-            if self.options.stale_reads and (action.kind == "read" or action.shows_file) and action.path:
-                if not call.is_error and last_edit.get(action.path, -1) > call.position:
-                    replacement = replace_output(
-                        conversation, call, ctx, self.name, "the file was changed later, so this view is stale",
-                        "read it again if you need it", what="older view")
-                    if replacement is not None:
-                        proposals.append(replacement)
-        return proposals
+            if not action.path:
+                continue
+            if self.options.writes and action.kind in {"write", "edit"} and last_read.get(action.path, -1) > call.position:
+                proposals.append(replace_arguments(conversation, call, ctx, self.name, "the file was read again later",
+                                                   "read it if you need its content"))
+            stale = not call.is_error and last_edit.get(action.path, -1) > call.position
+            if self.options.stale_reads and (action.kind == "read" or action.shows_file) and stale:
+                proposals.append(replace_output(conversation, call, ctx, self.name,
+                                                "the file was changed later, so this view is stale",
+                                                "read it again if you need it", what="older view"))
+        return [p for p in proposals if p is not None]

@@ -11,10 +11,10 @@ COMMANDS = frozenset(
     {"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "find_file", "search_file", "search_dir",
      "submit"}
 )
-_FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.M)
-_OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.M)
-_CURRENT_DIR = re.compile(r"^\(Current directory: (.+?)\)\s*$", re.M)
-_NUMBERED = re.compile(r"^(\d+):", re.M)
+_FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
+_OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.MULTILINE)
+_CURRENT_DIR = re.compile(r"^\(Current directory: (.+?)\)\s*$", re.MULTILINE)
+_NUMBERED = re.compile(r"^(\d+):", re.MULTILINE)
 
 
 def command(text: str, cwd: str | None) -> Effect:

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, ClassVar
 
-from strategies.base import CONTENT, Replacement, StrategyContext, check_fraction, check_int
+from strategies.base import (
+    CONTENT,
+    Replacement,
+    StrategyContext,
+    check_fraction,
+    check_int,
+)
 from strategies.conversation import Call, analyze
 from strategies.placeholder import ref_id
 from strategies.protection import ANCHOR
@@ -18,8 +24,8 @@ _MIN_BUDGET = 256
 _HEADER_RESERVE = 90
 _MARKER_COST = 10
 _HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
-                   r"panic:|fatal:|^[ \t]*File \".*\", line \d+|<returncode>|<exception>", re.M)
-_MEDIUM = re.compile(r"warning\b|\bWARN", re.I)
+                   r"panic:|fatal:|^[ \t]*File \".*\", line \d+|<returncode>|<exception>", re.MULTILINE)
+_MEDIUM = re.compile(r"warning\b|\bWARN", re.IGNORECASE)
 _NOT_A_PATH = re.compile(r"^\s*(?:<|\[|\(|$)")
 
 
@@ -41,8 +47,7 @@ def ranks(lines: list[str], pattern: re.Pattern[str] | None) -> list[int]:
     for regex, level in scans:
         for match in regex.finditer(text):
             line = bisect_right(starts, match.start()) - 1
-            if level > levels[line]:
-                levels[line] = level
+            levels[line] = max(levels[line], level)
     return levels
 
 
@@ -50,7 +55,7 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
     """A search call's pattern as a Python regex (grep's \\| as |), else as a literal; None without one."""
     if not pattern:
         return None
-    flags = re.I if pattern.startswith("(?i)") else 0
+    flags = re.IGNORECASE if pattern.startswith("(?i)") else 0
     body = pattern.removeprefix("(?i)")
     try:
         return re.compile(body.replace(r"\|", "|"), flags)

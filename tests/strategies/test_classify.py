@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from strategies.base import OptionError
-from strategies.classify import ClassifyState, ToolSpec, classify, observe, parse_arguments, tools_from_mapping
+from strategies.classify import (
+    ClassifyState,
+    ToolSpec,
+    classify,
+    observe,
+    parse_arguments,
+    tools_from_mapping,
+)
 from strategies.effect import END
 from tests.strategies.factories import tool_call
 

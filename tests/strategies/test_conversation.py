@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from strategies.conversation import analyze, is_error_output, message_text
 from strategies.protection import Protection
-from tests.strategies.factories import assistant, bash, conversation, make_ctx, result, step, tool_call, user
+from tests.strategies.factories import (
+    assistant,
+    bash,
+    conversation,
+    make_ctx,
+    result,
+    step,
+    tool_call,
+    user,
+)
 
 
 def test_message_text() -> None:

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+from strategies.base import Replacement
 from strategies.dedup import Dedup, overlaps
-from tests.strategies.factories import bash, conversation, indices, lines, make_ctx, step
+from tests.strategies.factories import (
+    bash,
+    conversation,
+    indices,
+    lines,
+    make_ctx,
+    step,
+)
 
 BODY = lines("code", 40)
 
 
-def propose(messages: list[dict[str, object]], options: Dedup.Options | None = None) -> list[object]:
-    return Dedup(options).propose(messages, make_ctx())  # type: ignore[arg-type]
+def propose(messages: list[dict[str, Any]], options: Dedup.Options | None = None) -> list[Replacement]:
+    return Dedup(options).propose(messages, make_ctx())
 
 
 def test_same_read_twice_replaces_the_older_output() -> None:
@@ -19,10 +28,10 @@ def test_same_read_twice_replaces_the_older_output() -> None:
     proposals = propose(messages)
     assert indices(proposals) == [3]
     (replacement,) = proposals
-    assert replacement.strategy == "dedup" and replacement.target == "content"  # type: ignore[attr-defined]
-    assert "older output of `cat /r/a.py`" in replacement.new_text  # type: ignore[attr-defined]
-    assert "the same lines were read again later" in replacement.new_text  # type: ignore[attr-defined]
-    assert replacement.original == messages[3]["content"]  # type: ignore[attr-defined]
+    assert replacement.strategy == "dedup" and replacement.target == "content"
+    assert "older output of `cat /r/a.py`" in replacement.new_text
+    assert "the same lines were read again later" in replacement.new_text
+    assert replacement.original == messages[3]["content"]
 
 
 def test_a_range_inside_a_later_read_of_the_unchanged_file() -> None:
@@ -68,7 +77,7 @@ def test_other_calls_only_when_byte_identical() -> None:
     same = conversation(bash("python reproduce.py", failing, 1), bash("python reproduce.py", failing, 1))
     proposals = propose(same)
     assert indices(proposals) == [3]
-    assert "a later identical call returned the same output" in proposals[0].new_text  # type: ignore[attr-defined]
+    assert "a later identical call returned the same output" in proposals[0].new_text
 
 
 def test_structured_tools_and_cross_tool_reads() -> None:
@@ -88,7 +97,7 @@ def test_the_earliest_later_call_decides_so_the_text_never_changes() -> None:
     base = [bash("sed -n '1,5p' /r/a.py", BODY), bash("cat /r/a.py", BODY)]
     first = propose(conversation(*base))
     grown = propose(conversation(*base, bash("sed -n '1,5p' /r/a.py", BODY)))
-    assert first[0].new_text == next(r for r in grown if r.index == 3).new_text  # type: ignore[attr-defined]
+    assert first[0].new_text == next(r for r in grown if r.index == 3).new_text
 
 
 def test_options_and_input_untouched() -> None:

@@ -12,11 +12,24 @@ from structlog.testing import capture_logs
 
 from strategies.base import OptionError, Replacement
 from strategies.dedup import Dedup
-from strategies.pipeline import STRATEGY_ORDER, PipelineOptions, apply_replacements, propose_all
+from strategies.pipeline import (
+    STRATEGY_ORDER,
+    PipelineOptions,
+    apply_replacements,
+    propose_all,
+)
 from strategies.purge_errors import PurgeErrors
 from strategies.supersede import Supersede
 from strategies.truncation import Truncation
-from tests.strategies.factories import assistant, bash, conversation, lines, make_ctx, result, tool_call
+from tests.strategies.factories import (
+    assistant,
+    bash,
+    conversation,
+    lines,
+    make_ctx,
+    result,
+    tool_call,
+)
 
 BODY = lines("code", 60)
 HEREDOC = "cat > /r/t.py << 'EOF'\n" + BODY + "\nEOF\npython /r/t.py"

@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from strategies.base import Replacement, StrategyContext
 from strategies.conversation import analyze
 from strategies.dedup import Dedup
-from strategies.pipeline import STRATEGY_ORDER, PipelineOptions, apply_replacements, propose_all
+from strategies.pipeline import (
+    STRATEGY_ORDER,
+    PipelineOptions,
+    apply_replacements,
+    propose_all,
+)
 from strategies.purge_errors import PurgeErrors
 from strategies.truncation import Truncation
 from tests.strategies.factories import count_tokens, lines
@@ -148,7 +153,7 @@ def run_all(messages: list[dict[str, Any]], ctx: StrategyContext, options: Pipel
     shared = replace(ctx, conversation=conversation)
     expected: dict[tuple[int, str], Replacement] = {}
     for strategy_class in STRATEGY_ORDER:
-        strategy = strategy_class(getattr(options, strategy_class.name))  # type: ignore[arg-type]
+        strategy = strategy_class(getattr(options, strategy_class.name))
         proposals = strategy.propose(messages, shared)
         assert all(r.index not in protected and r.tokens_after < r.tokens_before for r in proposals)
         assert len({(r.index, r.target) for r in proposals}) == len(proposals)

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from strategies.effect import END, Effect
-from strategies.shell_commands import command, compose, filtered, line_transform, search, strip_prefixes
+from strategies.shell_commands import (
+    command,
+    compose,
+    filtered,
+    line_transform,
+    search,
+    strip_prefixes,
+)
 
 
 def test_line_transform() -> None:

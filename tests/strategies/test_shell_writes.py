@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from strategies.shell_writes import file_op, git, patch, patch_paths, perl, python, python_writes, run_shell, sed_in_place
+from strategies.shell_writes import (
+    file_op,
+    git,
+    patch,
+    patch_paths,
+    perl,
+    python,
+    python_writes,
+    run_shell,
+    sed_in_place,
+)
 
 
 def test_patch_paths() -> None:

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from strategies.base import Replacement
 from strategies.supersede import Supersede
-from tests.strategies.factories import bash, conversation, indices, lines, make_ctx, step
+from tests.strategies.factories import (
+    bash,
+    conversation,
+    indices,
+    lines,
+    make_ctx,
+    step,
+)
 
 BODY = lines("code", 40)
 HEREDOC = "cat > /r/t.py << 'EOF'\n" + BODY + "\nEOF"
 
 
-def propose(messages: list[dict[str, object]], options: Supersede.Options | None = None) -> list[object]:
-    return Supersede(options).propose(messages, make_ctx())  # type: ignore[arg-type]
+def propose(messages: list[dict[str, Any]], options: Supersede.Options | None = None) -> list[Replacement]:
+    return Supersede(options).propose(messages, make_ctx())
 
 
 def test_a_write_read_later_loses_its_input() -> None:
     messages = conversation(bash(HEREDOC, ""), bash("cat /r/t.py", BODY))
     (replacement,) = propose(messages)
-    assert replacement.index == 2 and replacement.target.startswith("args:")  # type: ignore[attr-defined]
-    args = json.loads(replacement.new_text)  # type: ignore[attr-defined]
+    assert replacement.index == 2 and replacement.target.startswith("args:")
+    args = json.loads(replacement.new_text)
     assert list(args) == ["command"]
     assert args["command"].startswith("[ruyi: `command` argument of `cat > /r/t.py << 'EOF'`")
     assert "the file was read again later" in args["command"]
@@ -35,9 +44,9 @@ def test_structured_writes_and_edits() -> None:
 def test_a_read_followed_by_a_successful_edit_is_stale() -> None:
     messages = conversation(bash("sed -n '1,40p' /r/a.py", BODY), bash("sed -i 's/a/b/' /r/a.py", ""))
     (replacement,) = propose(messages)
-    assert replacement.index == 3  # type: ignore[attr-defined]
-    assert "older view of `sed -n '1,40p' /r/a.py`" in replacement.new_text  # type: ignore[attr-defined]
-    assert "the file was changed later, so this view is stale" in replacement.new_text  # type: ignore[attr-defined]
+    assert replacement.index == 3
+    assert "older view of `sed -n '1,40p' /r/a.py`" in replacement.new_text
+    assert "the file was changed later, so this view is stale" in replacement.new_text
 
 
 def test_a_failed_edit_keeps_the_read() -> None:

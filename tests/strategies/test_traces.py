@@ -7,7 +7,7 @@ import copy
 import json
 import statistics
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,12 @@ import pytest
 
 from strategies.base import StrategyContext
 from strategies.conversation import analyze
-from strategies.pipeline import STRATEGY_ORDER, PipelineOptions, apply_replacements, propose_all
+from strategies.pipeline import (
+    STRATEGY_ORDER,
+    PipelineOptions,
+    apply_replacements,
+    propose_all,
+)
 from tests.strategies.factories import count_tokens
 from tests.strategies.test_properties import check
 
@@ -23,7 +28,7 @@ TRACES = sorted(p for p in Path("/work/shared/traces").glob("*.json") if p.name 
 pytestmark = pytest.mark.skipif(not TRACES, reason="no traces on this machine")
 
 
-@lru_cache(maxsize=None)
+@cache
 def cached_count(text: str) -> int:
     return count_tokens(text)
 

@@ -5,8 +5,22 @@ from __future__ import annotations
 import pytest
 
 from strategies.base import OptionError
-from strategies.truncation import HIGH, LOW, MEDIUM, Truncation, compile_pattern, importance
-from tests.strategies.factories import bash, conversation, count_tokens, lines, make_ctx, step
+from strategies.truncation import (
+    HIGH,
+    LOW,
+    MEDIUM,
+    Truncation,
+    compile_pattern,
+    importance,
+)
+from tests.strategies.factories import (
+    bash,
+    conversation,
+    count_tokens,
+    lines,
+    make_ctx,
+    step,
+)
 
 
 def small(**overrides: object) -> Truncation:
