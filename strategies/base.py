@@ -90,9 +90,16 @@ class StrategyContext:
 
 
 class Strategy(Protocol):
-    """What the pipeline needs of a strategy class: a name, its Options, and propose()."""
+    """What the pipeline needs of a strategy: a name, a constructor taking its Options, and propose().
+
+    propose() does no I/O, never mutates messages, and answers "which messages would I replace,
+    with what, saving how many tokens"; the pipeline resolves conflicts and applies.
+    """
 
     name: ClassVar[str]
+    Options: ClassVar[type[Any]]
+
+    def __init__(self, options: Any = None) -> None: ...
 
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]: ...
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from strategies.classify import ClassifyState, ToolAction, classify, observe
+from strategies.protection import protected_indices
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
@@ -88,19 +89,16 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
     """The Conversation of these messages: ctx.conversation when the pipeline already made it."""
     if ctx.conversation is not None and ctx.conversation.messages is messages:
         return ctx.conversation
-    from strategies.protection import protected_indices
-
     texts = tuple(message_text(m) for m in messages)
     turn_of: list[int] = []
     turn = -1
     for message in messages:
         turn += message.get("role") == "assistant"
         turn_of.append(turn)
-    observations = bool(getattr(ctx.protection, "observations_in_user_messages", False))
+    observations = ctx.protection.observations_in_user_messages
     calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations)
     conversation = Conversation(messages, texts, tuple(turn_of), turn + 1, calls)
-    protected = protected_indices(conversation, ctx.protected_turns, ctx.protection)
-    return Conversation(messages, texts, tuple(turn_of), turn + 1, calls, protected)
+    return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
 def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_of: list[int], state: ClassifyState,
