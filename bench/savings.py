@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as `python bench/savings.py`: make `bench` importable
@@ -28,6 +29,7 @@ from proxy.replay import (  # noqa: E402
     load_trace,
     merge,
     replay,
+    request_ends,
 )
 
 TRACES = Path("/work/shared/traces")
@@ -65,14 +67,14 @@ def load_traces(folder: Path) -> list[Trace]:
 
 def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: CountTokens, label: str) -> ReplayResult:
     """Replay every trace with a fresh rewrite from ``factory``; totals over all their requests."""
-    total = sum(len(t.messages) for t in traces)
+    total = sum(len(request_ends(t.messages)) for t in traces)
     bar = StderrProgress(f"{window // 1000}k {label[:28]:<28}")
     results: list[ReplayResult] = []
     done = 0
     for t in traces:
         results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name,
                               progress=lambda i, n, base=done: bar(base + i, total)))  # fmt: skip
-        done += len(t.messages)
+        done += len(results[-1].rows)
     bar(total, total)
     return merge(results)
 
@@ -82,9 +84,10 @@ def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
     head = ("| at a {w}k window | tokens sent | saved | peak request | over the window | cache hit "
             "| cost with caching | orphans | needles | invalid args |").format(w=window // 1000)
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, r in rows.items():
+    for name, result in rows.items():
+        r = result.totals
         lines.append(
-            f"| {name} | {r.tokens_sent:,} | {100 * r.saved:.1f} % | {r.peak:,} | {r.over_window} / {len(r.rows)} "
+            f"| {name} | {r.tokens_sent:,} | {100 * r.saved:.1f} % | {r.peak:,} | {r.over_window} / {r.requests} "
             f"| {100 * r.cache_hit_rate:.1f} % | {r.cost_ratio:.2f}× | {r.orphans} | {100 * r.needles_kept:.1f} % "
             f"| {r.invalid_args} |"
         )
@@ -109,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = time.perf_counter()
             rows[name] = run_strategy(factory, traces, window, count, name)
             seconds = time.perf_counter() - started
-            report.setdefault(str(window), {})[name] = rows[name].totals() | {"seconds": round(seconds, 2)}
+            report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {"seconds": round(seconds, 2)}
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         if not args.json:
             requests = len(next(iter(rows.values())).rows)

@@ -43,7 +43,7 @@ def test_masking_keeps_the_last_ten_observations() -> None:
 
 def test_masking_text_mode_observations_costs_needles() -> None:
     result = replay(text_mode(14), None, baselines.make_masking(32_000), 32_000, COUNT)
-    assert result.needles_kept < 1 and result.cache_hit_rate < 1
+    assert result.totals.needles_kept < 1 and result.totals.cache_hit_rate < 1
 
 
 def test_clearing_waits_for_the_trigger_then_keeps_the_last_three() -> None:

@@ -75,7 +75,7 @@ def test_rewriting_an_old_message_busts_the_cache_from_there() -> None:
     rows = replay(messages, TOOLS, edit_first_result, 10_000, COUNT).rows
     per = COUNT(messages, TOOLS).messages
     assert rows[2].cached == COUNT(messages, TOOLS).tools + sum(per[:3])  # system, task, first call
-    assert ReplayResult(10_000, rows).cache_hit_rate < 1
+    assert ReplayResult(10_000, rows).totals.cache_hit_rate < 1
 
 
 def test_needles_are_system_user_and_the_last_four_turns() -> None:
@@ -132,12 +132,12 @@ def test_invalid_tool_arguments_are_counted() -> None:
 def test_identity_rewrite_costs_one_with_full_cache_and_needles() -> None:
     result = replay(conversation(12), TOOLS, identity, 1_000, COUNT)
     assert len(result.rows) == 13
-    assert result.cost_ratio == pytest.approx(1.0)
-    assert result.cache_hit_rate == pytest.approx(1.0)
-    assert result.needles_kept == 1.0
-    assert result.saved == 0.0
-    assert (result.orphans, result.invalid_args) == (0, 0)
-    assert result.over_window == sum(r.tokens_sent > 1_000 for r in result.rows) > 0
+    assert result.totals.cost_ratio == pytest.approx(1.0)
+    assert result.totals.cache_hit_rate == pytest.approx(1.0)
+    assert result.totals.needles_kept == 1.0
+    assert result.totals.saved == 0.0
+    assert (result.totals.orphans, result.totals.invalid_args) == (0, 0)
+    assert result.totals.over_window == sum(r.tokens_sent > 1_000 for r in result.rows) > 0
 
 
 @needs_traces
@@ -145,8 +145,8 @@ def test_identity_rewrite_on_a_public_trace() -> None:
     trace = load_trace(TRACES / "mini-swe-agent-pr816__deepseek_reasoner_dev__pvlib__pvlib-python-1707.json")
     result = replay(trace.messages, trace.tools, identity, 32_000, COUNT, trace=trace.name)
     assert len(result.rows) == 17
-    assert (result.cost_ratio, result.cache_hit_rate, result.needles_kept) == (pytest.approx(1.0), 1.0, 1.0)
-    assert result.orphans == 0
+    assert (result.totals.cost_ratio, result.totals.cache_hit_rate, result.totals.needles_kept) == (pytest.approx(1.0), 1.0, 1.0)
+    assert result.totals.orphans == 0
 
 
 def test_rewrite_gets_a_copy_of_the_request_list() -> None:
@@ -176,7 +176,7 @@ def test_merge_and_table_report_totals_over_all_requests() -> None:
     two = replay(conversation(5), TOOLS, identity, 1_000, COUNT, trace="b")
     both = merge([one, two])
     assert len(both.rows) == 4 + 6
-    assert both.tokens_sent == one.tokens_sent + two.tokens_sent
+    assert both.totals.tokens_sent == one.totals.tokens_sent + two.totals.tokens_sent
     assert both.to_json()["totals"]["requests"] == 10
     table = format_table(both)
     assert "cost with caching   1.00x" in table and "needles kept        100.0 %" in table
