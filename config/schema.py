@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from memory.sessions import SessionOptions
 from proxy.calibration import CalibrationOptions
+from proxy.pruning import PruningOptions
 from proxy.tiers import TierOptions
 from proxy.tokens import TokenOptions
 from proxy.window import OllamaOptions, WindowOptions
@@ -146,6 +147,7 @@ class Config:
     tokens: TokenOptions = field(default_factory=TokenOptions)
     calibration: CalibrationOptions = field(default_factory=CalibrationOptions)
     sessions: SessionOptions = field(default_factory=SessionOptions)
+    pruning: PruningOptions = field(default_factory=PruningOptions)
 
     def route_for(self, model: str | None) -> Route:
         """First route whose pattern matches the model, else the default route."""

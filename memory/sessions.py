@@ -59,6 +59,12 @@ class Session:
     """The calibration ratio applied to the latest request."""
     decisions: dict[str, Any] = field(default_factory=dict)
     """Free-form decisions of the pruning layer, keyed by message chain link."""
+    batch_retry_at: int | None = None
+    """After a pruning batch that could not free enough: the prompt size at which to try again."""
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    """The latest DCP reports of this session, oldest first (bounded by the pruning layer)."""
+    refs: dict[str, str] = field(default_factory=dict)
+    """Originals of replaced text by ref id (secrets redacted), for /ruyi/v1/refs/<id>."""
 
 
 class How(StrEnum):
@@ -185,6 +191,11 @@ class SessionRegistry:
         num_ctx: int | None = None,
         calibration: float | None = None,
         decisions: Mapping[str, Any] | None = None,
+        batch_retry_at: int | None = None,
+        clear_batch_retry: bool = False,
+        report: Mapping[str, Any] | None = None,
+        reports_max: int = 100,
+        refs: Mapping[str, str] | None = None,
     ) -> Session | None:
         """Store facts learned about a session's latest request (None leaves a fact unchanged);
         `decisions` are merged in. Returns the session, or None if it is not (or no longer) known."""
@@ -206,7 +217,22 @@ class SessionRegistry:
             session.num_ctx = max(num_ctx, session.num_ctx or 0)
         if decisions:
             session.decisions.update(decisions)
+        if batch_retry_at is not None or clear_batch_retry:
+            session.batch_retry_at = batch_retry_at
+        if report is not None:
+            session.reports.append(dict(report))
+            del session.reports[:-reports_max]
+        if refs:
+            session.refs.update(refs)
         return session
+
+    def find_ref(self, agent_id: str, ref_id: str) -> str | None:
+        """The original kept under a ref id, searched only among this agent's sessions."""
+        agent = self._agents.get(agent_id)
+        for session in agent.sessions.values() if agent else ():
+            if ref_id in session.refs:
+                return session.refs[ref_id]
+        return None
 
     def get(self, agent_id: str, session_id: str) -> Session | None:
         """One of an agent's sessions."""

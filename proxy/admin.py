@@ -10,6 +10,7 @@ from memory.sessions import Session, agent_id_for
 from proxy import appkeys
 from proxy.auth import check_admin_key
 from proxy.errors import ProxyError
+from proxy.report import markdown, summarize
 
 
 def session_view(s: Session) -> dict[str, Any]:
@@ -51,6 +52,29 @@ async def get_session(request: web.Request) -> web.Response:
     return web.json_response(session_view(session))
 
 
+async def session_report(request: web.Request) -> web.Response:
+    """The session's DCP reports (JSON), or the seed's markdown report with ``?format=markdown``."""
+    agent = _agent(request)
+    session = request.app[appkeys.MEASURER].sessions.get(agent, request.match_info["session_id"])
+    if session is None:
+        raise ProxyError(404, "session_not_found", "no such session for this agent")
+    if request.query.get("format") == "markdown":
+        return web.Response(text=markdown(session.session_id, session.reports), content_type="text/markdown")
+    return web.json_response({"session_id": session.session_id, "summary": summarize(session.reports), "reports": session.reports})
+
+
+async def get_ref(request: web.Request) -> web.Response:
+    """The original text kept under a placeholder's ref id (only the agent that made it can read it)."""
+    agent = _agent(request)
+    ref_id = request.match_info["ref_id"]
+    original = request.app[appkeys.MEASURER].sessions.find_ref(agent, ref_id)
+    if original is None:
+        raise ProxyError(404, "ref_not_found", "no such ref for this agent")
+    return web.json_response({"ref_id": ref_id, "original": original})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/ruyi/v1/sessions", list_sessions)
     app.router.add_get("/ruyi/v1/sessions/{session_id}", get_session)
+    app.router.add_get("/ruyi/v1/sessions/{session_id}/report", session_report)
+    app.router.add_get("/ruyi/v1/refs/{ref_id}", get_ref)

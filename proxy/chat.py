@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
 from aiohttp import web
 
 from proxy import appkeys
@@ -12,9 +13,12 @@ from proxy.auth import check_client_key
 from proxy.context import CTX_KEY, RequestContext, mode_from
 from proxy.dialects import OLLAMA_CHAT, OLLAMA_GENERATE, OPENAI_CHAT, Dialect
 from proxy.errors import ProxyError
-from proxy.rewrite import observe, prepare
+from proxy.overflow import is_context_overflow
+from proxy.rewrite import observe, prepare, retry_after_overflow
 from proxy.relay import is_streamed, relay_stream, relay_whole
-from proxy.upstream import forward_headers, send, upstream_url
+from proxy.upstream import forward_headers, read_all, relay_headers, send, upstream_url
+
+log = structlog.get_logger(__name__)
 
 
 async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
@@ -54,11 +58,22 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     url = upstream_url(ctx.route, request.path, request.query_string)
     headers = forward_headers(request.headers, ctx.route)
     headers["Content-Type"] = "application/json"
-    async with send(app[appkeys.CLIENT], ctx, "POST", url, headers, forwarded) as resp:
-        if resp.status == 200 and is_streamed(resp):
-            out, assembled = await relay_stream(request, resp, ctx, dialect.wire)
-        else:
-            out, assembled = await relay_whole(resp, ctx, dialect.wire)
+    while True:
+        async with send(app[appkeys.CLIENT], ctx, "POST", url, headers, forwarded) as resp:
+            if resp.status >= 400 and resp.status != 429:
+                error = await read_all(resp, ctx)
+                retry = retry_after_overflow(request, dialect, raw, body, ctx) if is_context_overflow(error) else None
+                if retry is not None:
+                    log.info("overflow_retry", request_id=ctx.request_id, status=resp.status)
+                    forwarded = retry
+                    continue
+                out: web.StreamResponse = web.Response(body=error, status=resp.status, headers=relay_headers(resp.headers, ctx.response_headers))
+                assembled = None
+            elif resp.status == 200 and is_streamed(resp):
+                out, assembled = await relay_stream(request, resp, ctx, dialect.wire)
+            else:
+                out, assembled = await relay_whole(resp, ctx, dialect.wire)
+        break
     ctx.facts["assembled"] = assembled
     observe(request, ctx)
     return out

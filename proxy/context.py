@@ -13,6 +13,7 @@ from proxy.errors import ProxyError, Wire
 
 if TYPE_CHECKING:
     from proxy.measure import Measurement
+    from proxy.pruning import Outcome
 
 Mode = Literal["on", "off", "dry-run"]
 MODES: tuple[Mode, ...] = ("on", "off", "dry-run")
@@ -35,6 +36,8 @@ class RequestContext:
     response_headers: dict[str, str] = field(default_factory=dict)
     measurement: Measurement | None = None
     """Session, tokens, window and tier, once measured (None with X-Ruyi-Mode: off)."""
+    pruning: Outcome | None = None
+    """What the pruning step decided for this request (recorded before forwarding)."""
     facts: dict[str, Any] = field(default_factory=dict)
     """Measurements later steps add (tokens, window, tier, report); logged with the access event."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,10 @@ class Measurement:
     session: Session
     how: How
     new_messages: int
+    links: tuple[str, ...]
+    """Chain links of the request's messages (decisions are keyed by them)."""
+    shared: int
+    """Leading messages the session had already seen: the rest are new (free to rewrite)."""
     raw_tokens: int
     """Our estimate before calibration."""
     tokens: int
@@ -43,6 +47,8 @@ class Measurement:
     tier: Tier
     num_ctx: int | None = None
     """For Ollama native requests, the ``num_ctx`` to send (None: leave the request's own)."""
+    count_text: Callable[[str], int] | None = None
+    """The model's cached counter of plain strings (for strategies)."""
 
     @property
     def usage(self) -> float:
@@ -97,8 +103,9 @@ class Measurer:
         num_ctx = None
         if ollama and api != "openai" and window.source != "request":
             num_ctx = num_ctx_for(tokens, requested, window.tokens, resolution.session.num_ctx, self.config.window)
-        m = Measurement(resolution.session, resolution.how, resolution.new_messages, prompt.total, tokens, window, budget,
-                        tier_for(budget.usage(tokens), self.config.tiers), num_ctx)
+        m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
+                        prompt.total, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers), num_ctx,
+                        self.counter.text_counter(model))
         in_force = num_ctx or (window.tokens if window.source == "request" else None)
         if ollama and api == "openai":
             in_force = self.config.ollama.default_context

@@ -13,6 +13,7 @@ from proxy.context import RequestContext
 from proxy.dialects import Dialect
 
 log = structlog.get_logger(__name__)
+report_log = structlog.get_logger("ruyi.dcp")
 
 
 async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
@@ -20,16 +21,35 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     if ctx.mode == "off":
         return raw
     app = request.app
-    measurer = app[appkeys.MEASURER]
-    model = ctx.model or ""
     ollama = ctx.route is not None and ctx.route.kind == "ollama"
-    messages = dialect.to_canonical(body)
     try:
-        ctx.measurement = m = await measurer.measure(dialect.name, model, body, messages, request.headers, ollama)
+        ctx.measurement = await app[appkeys.MEASURER].measure(
+            dialect.name, ctx.model or "", body, dialect.to_canonical(body), request.headers, ollama
+        )
     except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return raw
+    return rewrite(app, dialect, raw, body, ctx)
+
+
+def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes | None:
+    """After the upstream said the prompt is too long: one harder batch, and the bytes to retry with."""
+    if ctx.mode != "on" or ctx.measurement is None or ctx.facts.get("overflow_retry"):
+        return None
+    ctx.facts["overflow_retry"] = True
+    before = ctx.pruning.tokens_after if ctx.pruning else None
+    forwarded = rewrite(request.app, dialect, raw, body, ctx)
+    if ctx.pruning is None or ctx.pruning.tokens_after == before:
+        return None  # nothing more could be freed: relay the upstream's error as it is
+    return forwarded
+
+
+def rewrite(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
+    m = ctx.measurement
+    assert m is not None
+    measurer, model = app[appkeys.MEASURER], ctx.model or ""
+    messages = dialect.to_canonical(body)
     new_body = body
     if messages is not None:
         new_messages = app[appkeys.PIPELINE].run(messages, ctx)
@@ -39,23 +59,42 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
         new_body = {**new_body, "options": {**options, "num_ctx": m.num_ctx}}
     tokens_after = m.tokens
-    if new_body is not body and messages is not None and new_body.get("messages") is not body.get("messages"):
+    outcome = ctx.pruning
+    if outcome is not None:
+        tokens_after = outcome.tokens_after
+    elif new_body is not body and messages is not None and new_body.get("messages") is not body.get("messages"):
         after = dialect.to_canonical(new_body) or []
         tokens_after = measurer.calibration.apply(model, measurer.counter.count(model, after, body.get("tools")).total)
-    measurer.record(m, model, tokens_after)
-    ctx.session_id = m.session.session_id
-    ctx.facts.update(session=m.session.session_id, session_how=m.how.value, tokens_before=m.tokens, tokens_after=tokens_after,
-                     tier=m.tier.value, window=m.window.tokens, window_source=m.window.source, usage=round(m.usage, 4))
-    ctx.response_headers.update({
-        "X-Ruyi-Session": m.session.session_id,
-        "X-Ruyi-Tokens-Before": str(m.tokens),
-        "X-Ruyi-Tokens-After": str(tokens_after if ctx.mode == "on" else m.tokens),
-        "X-Ruyi-Tier": m.tier.value,
-        "X-Ruyi-Window": str(m.window.tokens),
-    })
+    _record(app, ctx, tokens_after)
     if ctx.mode != "on" or new_body is body:
         return raw
     return json.dumps(new_body, ensure_ascii=False).encode()
+
+
+def _record(app: web.Application, ctx: RequestContext, tokens_after: int) -> None:
+    """Remember the decisions before the request is forwarded; report them everywhere the user looks."""
+    m, outcome, measurer = ctx.measurement, ctx.pruning, app[appkeys.MEASURER]
+    assert m is not None
+    s = m.session
+    measurer.record(m, ctx.model or "", tokens_after)
+    if outcome is not None:
+        report = {"request": s.requests, "request_id": ctx.request_id, "mode": ctx.mode, "overflow_retry": bool(ctx.facts.get("overflow_retry")), **outcome.report}
+        measurer.sessions.record(s.agent_id, s.session_id, decisions=outcome.decisions, refs=outcome.refs,
+                                 batch_retry_at=outcome.batch_retry_at, clear_batch_retry=outcome.clear_batch_retry,
+                                 report=report, reports_max=app[appkeys.CONFIG].pruning.reports_kept)
+        report_log.info("dcp_report", session=s.session_id, **report)
+        ctx.facts.update(batch=outcome.report["batch"])
+    shown_after = tokens_after if ctx.mode == "on" else m.tokens
+    ctx.session_id = s.session_id
+    ctx.facts.update(session=s.session_id, session_how=m.how.value, tokens_before=m.tokens, tokens_after=shown_after,
+                     tier=m.tier.value, window=m.window.tokens, window_source=m.window.source, usage=round(m.usage, 4))
+    ctx.response_headers.update({
+        "X-Ruyi-Session": s.session_id,
+        "X-Ruyi-Tokens-Before": str(m.tokens),
+        "X-Ruyi-Tokens-After": str(shown_after),
+        "X-Ruyi-Tier": (outcome.report["tier_after"] if outcome is not None and ctx.mode == "on" else m.tier.value),
+        "X-Ruyi-Window": str(m.window.tokens),
+    })
 
 
 def _with_messages(dialect: Dialect, body: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]], ctx: RequestContext) -> dict[str, Any]:
@@ -73,8 +112,7 @@ def observe(request: web.Request, ctx: RequestContext) -> None:
     if m is None or assembled is None:
         return
     try:
-        ollama_native = ctx.wire == "ollama"
-        forwarded = m.raw_tokens
-        ctx.facts.update(request.app[appkeys.MEASURER].observe(m, ctx.model or "", forwarded, assembled, ollama_native))
+        forwarded = m.raw_tokens if ctx.mode != "on" or ctx.pruning is None else m.raw_tokens - (m.tokens - ctx.pruning.tokens_after)
+        ctx.facts.update(request.app[appkeys.MEASURER].observe(m, ctx.model or "", forwarded, assembled, ctx.wire == "ollama"))
     except Exception:  # noqa: BLE001 - the answer is already on its way; never fail it here
         log.warning("observe_failed", request_id=ctx.request_id, exc_info=True)

@@ -33,6 +33,7 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
     "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
     "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
 }
+TEXTS_KEPT = 8192  # plain texts remembered per encoding (they are held, so this bounds memory)
 _TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
 
@@ -143,6 +144,8 @@ class TokenCounter:
         """Per encoding: a request's last chain link → its per-message counts."""
         self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
         """Recent tools lists with their encoding and count (compared in C before any hashing)."""
+        self._texts: dict[str, OrderedDict[str, int]] = {}
+        """Per encoding: recent plain texts (tool outputs, placeholders) → their count."""
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -150,6 +153,23 @@ class TokenCounter:
     def count_text(self, model: str, text: str) -> int:
         """Tokens of a plain string, uncached."""
         return len(encoder(encoding_name_for(model))(text))
+
+    def text_counter(self, model: str) -> Callable[[str], int]:
+        """A counter of plain strings for one model, remembering recent texts (strategies ask repeatedly)."""
+        name = encoding_name_for(model)
+        encode = encoder(name)
+        cache = self._texts.setdefault(name, OrderedDict())
+        limit = TEXTS_KEPT
+
+        def count(text: str) -> int:
+            n = cache.get(text)
+            if n is None:
+                n = cache[text] = len(encode(text))
+                if len(cache) > limit:
+                    cache.popitem(last=False)
+            return n
+
+        return count
 
     def count_message(self, encode: Callable[[str], list[int]], message: Mapping[str, Any]) -> int:
         """Tokens of one message as the model sees it: overhead, name, text, other parts, tool calls."""

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 from config.load import load_config
 from config.schema import Config
 from proxy.app import make_app
+from proxy.steps import default_steps
 from tests.fake_upstream import FakeUpstream, make_fake_app
 
 MakeProxy = Callable[..., Awaitable[TestServer]]
@@ -54,10 +55,11 @@ def config_for(upstream_url: str, kind: str = "openai", **sections: Any) -> Conf
 def make_proxy(aiohttp_server: Any, upstream: TestServer) -> MakeProxy:
     """Start a Ruyi in front of the fake upstream; keyword args are config sections."""
 
-    async def start(kind: str = "openai", config: Config | None = None, steps: Any = (), **sections: Any) -> TestServer:
+    async def start(kind: str = "openai", config: Config | None = None, steps: Any = None, **sections: Any) -> TestServer:
+        """The real pipeline unless ``steps`` replaces it."""
         suffix = "/v1" if kind == "openai" else ""
         cfg = config or config_for(base_url(upstream) + suffix, kind, **sections)
-        app: web.Application = make_app(cfg, steps, probe_upstream=False)
+        app: web.Application = make_app(cfg, default_steps(cfg) if steps is None else steps, probe_upstream=False)
         return await aiohttp_server(app)
 
     return start

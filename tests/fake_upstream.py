@@ -40,6 +40,8 @@ class FakeUpstream:
     prompt_tokens: int | None = None
     cached_tokens: int = 0
     context_length: int = 131072
+    max_prompt_chars: int | None = None
+    """When set, a chat request whose messages serialise longer than this is refused as too long."""
     received: list[Received] = field(default_factory=list)
     active_streams: int = 0
     finished_streams: int = 0
@@ -86,6 +88,13 @@ async def _record(request: web.Request, handler: Any) -> web.StreamResponse:
         await asyncio.sleep(fake.delay)
     if fake.fault == "status":
         return web.json_response(fake.status_body, status=fake.status)
+    if fake.max_prompt_chars is not None and request.path in ("/v1/chat/completions", "/api/chat"):
+        size = len(json.dumps(json.loads(body).get("messages")))
+        if size > fake.max_prompt_chars:
+            message = f"This model's maximum context length is {fake.max_prompt_chars} characters; the messages have {size}."
+            if request.path == "/api/chat":
+                return web.json_response({"error": f"input length exceeds the context length ({size} > {fake.max_prompt_chars})"}, status=400)
+            return web.json_response({"error": {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}}, status=400)
     return await handler(request)
 
 

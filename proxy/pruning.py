@@ -1,0 +1,147 @@
+"""Cache-stable pruning: sticky per-session decisions, truncation on arrival, batches at the prune tier."""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from proxy.tiers import TierOptions, tier_for
+from proxy.window import Budget
+from strategies.base import Replacement, StrategyContext
+from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
+from strategies.placeholder import redact_secrets
+from strategies.protection import Protection
+
+Messages = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PruningOptions:
+    """When and how hard Ruyi prunes (the strategies' own options are under ``strategies``)."""
+
+    enabled: bool = True
+    """Turn all pruning off (measuring and reporting go on)."""
+    clear_at_least: float = 0.10
+    """A batch is applied only if it frees at least this share of the window (else retried later)."""
+    protected_turns: int = 4
+    """The newest turns no batch touches."""
+    overflow_protected_turns: int = 2
+    """Protected turns of the harder batch run after an upstream context-overflow error."""
+    min_saving_tokens: int = 20
+    """A replacement saving fewer tokens than this is not worth a cache miss."""
+    reports_kept: int = 100
+    """DCP reports kept per session for /ruyi/v1/sessions/<id>/report."""
+    protection: Protection.Options = field(default_factory=Protection.Options)
+    strategies: PipelineOptions = field(default_factory=PipelineOptions)
+
+    def check(self) -> None:
+        if not 0.0 <= self.clear_at_least <= 1.0:
+            raise ValueError(f"clear_at_least must be a fraction of the window in [0, 1], got {self.clear_at_least}")
+        if self.protected_turns < 0 or self.overflow_protected_turns < 0:
+            raise ValueError("protected turns must be >= 0")
+
+
+@dataclass
+class Outcome:
+    """What pruning did to one request: the messages to send, what to remember, and the DCP report."""
+
+    messages: Messages
+    decisions: dict[str, list[dict[str, Any]]]
+    """New decisions by chain link (to store before forwarding)."""
+    refs: dict[str, str]
+    """ref id → original text (secrets redacted), for /ruyi/v1/refs/<id>."""
+    tokens_after: int
+    batch_retry_at: int | None
+    clear_batch_retry: bool
+    report: dict[str, Any]
+
+
+class Pruner:
+    """Decides, per request and session, which messages carry which replacement bytes."""
+
+    def __init__(self, options: PruningOptions, tiers: TierOptions) -> None:
+        self.options = options
+        self.tiers = tiers
+
+    def rewrite(
+        self,
+        messages: Messages,
+        links: Sequence[str],
+        shared: int,
+        decisions: Mapping[str, Sequence[Mapping[str, Any]]],
+        batch_retry_at: int | None,
+        tokens_before: int,
+        budget: Budget,
+        count_text: Callable[[str], int],
+        harder: bool = False,
+    ) -> Outcome:
+        opts = self.options
+        sticky = [_replacement(i, d) for i, link in enumerate(links) for d in decisions.get(link, ())]
+        current = apply_replacements(messages, sticky) if sticky else messages
+        in_force = sum(int(d.get("tokens_saved", 0)) for link in links for d in decisions.get(link, ()))
+        tokens = max(0, tokens_before - in_force)
+        taken = {(r.index, r.target) for r in sticky}
+        new: list[Replacement] = []
+        failures: Counter[str] = Counter()
+        base = StrategyContext(count_text, budget.window, max(0, budget.usable - tokens), protected_turns=0,
+                               protection=opts.protection, min_saving_tokens=opts.min_saving_tokens)
+        if opts.enabled and "truncation" in opts.strategies.enabled and shared < len(messages):
+            arrival = replace(opts.strategies, enabled=("truncation",))
+            new = [r for r in propose_all(current, base, arrival, failures) if r.index >= shared and (r.index, r.target) not in taken]
+            tokens -= sum(r.tokens_saved for r in new)
+        batch, retry_at, clear_retry = "none", None, False
+        threshold = self.tiers.prune * budget.usable
+        due = tokens >= threshold and (batch_retry_at is None or tokens >= batch_retry_at)
+        if opts.enabled and (due or harder):
+            taken |= {(r.index, r.target) for r in new}
+            ctx = replace(base, protected_turns=opts.overflow_protected_turns if harder else opts.protected_turns)
+            proposals = [r for r in propose_all(apply_replacements(current, new), ctx, opts.strategies, failures)
+                         if (r.index, r.target) not in taken]
+            freed = sum(r.tokens_saved for r in proposals)
+            need = 0 if harder else opts.clear_at_least * budget.window
+            if proposals and freed >= need:
+                new += proposals
+                tokens -= freed
+                batch, clear_retry = ("overflow" if harder else "applied"), True
+            else:
+                batch, retry_at = "too_small", int(tokens + max(need, 1))
+        elif tokens >= threshold:
+            batch = "waiting"
+        out = apply_replacements(current, new) if new else current
+        new_decisions: dict[str, list[dict[str, Any]]] = {}
+        for r in new:
+            new_decisions.setdefault(links[r.index], []).append(_decided(r))
+        refs = {r.ref_id: redact_secrets(r.original) for r in new}
+        report = self._report(tokens_before, tokens, in_force, budget, batch, new, len(sticky), failures, harder)
+        return Outcome(out, new_decisions, refs, tokens, retry_at, clear_retry, report)
+
+    def _report(self, before: int, after: int, in_force: int, budget: Budget, batch: str, new: list[Replacement],
+                sticky: int, failures: Counter[str], harder: bool) -> dict[str, Any]:
+        per: dict[str, dict[str, int]] = OrderedDict()
+        for r in new:
+            row = per.setdefault(r.strategy, {"items": 0, "tokens_saved": 0})
+            row["items"] += 1
+            row["tokens_saved"] += r.tokens_saved
+        return {
+            "tokens_before": before,
+            "tokens_after": after,
+            "usage_before": round(budget.usage(before), 4),
+            "usage_after": round(budget.usage(after), 4),
+            "tier_before": tier_for(budget.usage(before), self.tiers).value,
+            "tier_after": tier_for(budget.usage(after), self.tiers).value,
+            "batch": batch,
+            "strategies": per,
+            "in_force": {"items": sticky, "tokens_saved": in_force},
+            "protected_turns": self.options.overflow_protected_turns if harder else self.options.protected_turns,
+            "failed_strategies": dict(failures),
+        }
+
+
+def _decided(r: Replacement) -> dict[str, Any]:
+    return {"target": r.target, "new_text": r.new_text, "ref_id": r.ref_id, "strategy": r.strategy, "tokens_saved": r.tokens_saved}
+
+
+def _replacement(index: int, d: Mapping[str, Any]) -> Replacement:
+    return Replacement(index, d["target"], d["new_text"], "", 0, 0, d["ref_id"], d["strategy"], "sticky")

@@ -1,0 +1,53 @@
+"""The DCP report of a session: per strategy items and tokens saved, totals, protection, usage before → after."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+STRATEGY_TITLES = {"dedup": "Deduplication", "supersede": "Supersede", "purge_errors": "Purge Errors", "truncation": "Truncation"}
+
+
+def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over a session's reports: what each strategy replaced, batches, latest usage."""
+    per: dict[str, dict[str, int]] = {}
+    batches = {"applied": 0, "too_small": 0, "overflow": 0}
+    for report in reports:
+        for name, row in report.get("strategies", {}).items():
+            total = per.setdefault(name, {"items": 0, "tokens_saved": 0})
+            total["items"] += row["items"]
+            total["tokens_saved"] += row["tokens_saved"]
+        if report.get("batch") in batches:
+            batches[report["batch"]] += 1
+    latest = reports[-1] if reports else {}
+    return {
+        "strategies": per,
+        "items": sum(r["items"] for r in per.values()),
+        "tokens_saved": sum(r["tokens_saved"] for r in per.values()),
+        "batches": batches,
+        "requests": len(reports),
+        "latest": latest,
+    }
+
+
+def markdown(session_id: str, reports: Sequence[dict[str, Any]]) -> str:
+    """The seed's report layout, for people: a table per strategy, what was protected, usage."""
+    s = summarize(reports)
+    latest = s["latest"]
+    lines = [f"## DCP report — session {session_id}", ""]
+    if latest:
+        lines += [f"**Latest request**: {latest.get('request')} · batch: {latest.get('batch')} · tier {latest.get('tier_before')} → {latest.get('tier_after')}", ""]
+    lines += ["### Pruned", "| strategy | items | tokens saved |", "|---|---|---|"]
+    for name, row in s["strategies"].items():
+        lines.append(f"| {STRATEGY_TITLES.get(name, name)} | {row['items']} | ~{row['tokens_saved']:,} |")
+    lines.append(f"| **total** | **{s['items']}** | **~{s['tokens_saved']:,}** |")
+    lines += ["", "### Protected",
+              f"- the newest {latest.get('protected_turns', 4)} turns, system and user messages",
+              "- messages citing anchors ([D001], [C002], …), reads of protected paths (*.md), protected tools", ""]
+    if latest:
+        lines += ["### After pruning",
+                  f"- context usage: {latest['usage_before']:.0%} → {latest['usage_after']:.0%}"
+                  f" ({latest['tokens_before']:,} → {latest['tokens_after']:,} tokens)",
+                  f"- batches applied: {s['batches']['applied']}, too small to apply: {s['batches']['too_small']},"
+                  f" overflow retries: {s['batches']['overflow']}"]
+    return "\n".join(lines) + "\n"
