@@ -41,6 +41,7 @@ class Conversation:
     """What every strategy needs to know about one list of messages, computed once."""
 
     messages: list[dict[str, Any]]
+    roles: tuple[str | None, ...]
     texts: tuple[str | None, ...]
     turn_of: tuple[int, ...]
     turns: int
@@ -55,9 +56,15 @@ class Conversation:
         return self.turns - 1 - self.turn_of[index] if self.turn_of[index] >= 0 else self.turns
 
 
+def role(message: object) -> str | None:
+    """A message's role; None for anything that is not a message (it is then left alone)."""
+    value = message.get("role") if isinstance(message, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
 def message_text(message: Mapping[str, Any]) -> str | None:
     """A message's text: its string content, or its text parts joined by newlines; None when it has none."""
-    content = message.get("content")
+    content = message.get("content") if isinstance(message, Mapping) else None
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -89,15 +96,16 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
     """The Conversation of these messages: ctx.conversation when the pipeline already made it."""
     if ctx.conversation is not None and ctx.conversation.messages is messages:
         return ctx.conversation
+    roles = tuple(role(m) for m in messages)
     texts = tuple(message_text(m) for m in messages)
     turn_of: list[int] = []
     turn = -1
-    for message in messages:
-        turn += message.get("role") == "assistant"
+    for message_role in roles:
+        turn += message_role == "assistant"
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
     calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations)
-    conversation = Conversation(messages, texts, tuple(turn_of), turn + 1, calls)
+    conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
@@ -105,11 +113,11 @@ def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_o
            observations: bool) -> tuple[Call, ...]:
     results: dict[str, list[int]] = {}
     for index, message in enumerate(messages):
-        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
+        if role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
             results.setdefault(message["tool_call_id"], []).append(index)
     calls: list[Call] = []
     for index, message in enumerate(messages):
-        if message.get("role") != "assistant":
+        if role(message) != "assistant":
             continue
         tool_calls = message.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
@@ -123,7 +131,7 @@ def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_o
                 calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
                                    arguments if isinstance(arguments, str) else "", result, tool_call, messages,
                                    texts, turn_of, state))
-        elif observations and index + 1 < len(messages) and messages[index + 1].get("role") == "user":
+        elif observations and index + 1 < len(messages) and role(messages[index + 1]) == "user":
             fence = _FENCE.search(texts[index] or "")
             if fence and _OBSERVATION.match(texts[index + 1] or ""):
                 tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}

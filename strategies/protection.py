@@ -6,11 +6,12 @@ import re
 from dataclasses import dataclass
 from fnmatch import translate
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strategies.base import check_strings
 
 if TYPE_CHECKING:
+    from strategies.base import StrategyContext
     from strategies.conversation import Conversation
 
 ANCHOR = re.compile(r"\[(?:CK|DN|[DCIPMU])\d{3,4}\]")
@@ -45,12 +46,20 @@ class Protection:
             check_strings("protected_tools", self.protected_tools)
 
 
+def protected_messages(messages: list[dict[str, Any]], ctx: StrategyContext) -> frozenset[int]:
+    """Indices of the messages no strategy may touch, for callers that hold only the messages."""
+    from strategies.conversation import analyze  # the analysis needs this module first
+
+    return analyze(messages, ctx).protected
+
+
 def protected_indices(conversation: Conversation, protected_turns: int, options: Protection.Options) -> frozenset[int]:
     """Indices of messages that must reach the model byte-identical."""
     messages = conversation.messages
     observation_results = {c.result for c in conversation.calls if c.call_id is None and c.result is not None}
-    protected = {i for i, m in enumerate(messages) if m.get("role") not in _PRUNABLE_ROLES and i not in observation_results}
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    roles = conversation.roles
+    protected = {i for i, r in enumerate(roles) if r not in _PRUNABLE_ROLES and i not in observation_results}
+    assistants = [i for i, r in enumerate(roles) if r == "assistant"]
     if protected_turns > 0:
         start = assistants[-protected_turns] if len(assistants) >= protected_turns else 0
         protected.update(range(start, len(messages)))

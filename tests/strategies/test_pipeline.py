@@ -71,11 +71,22 @@ def test_a_failing_strategy_is_skipped_logged_and_counted(monkeypatch: pytest.Mo
     assert logs[0]["log_level"] == "warning" and logs[0]["exc_info"] is True
 
 
-def test_a_failing_analysis_fails_open() -> None:
+def test_a_failing_analysis_fails_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(messages: object, ctx: object) -> None:
+        raise RuntimeError("broken analysis")
+
+    monkeypatch.setattr("strategies.pipeline.analyze", boom)
     failures: Counter[str] = Counter()
     with capture_logs():
-        assert propose_all(["not a message"], make_ctx(), failures=failures) == []  # type: ignore[list-item]
+        assert propose_all(conversation(bash("ls", "x")), make_ctx(), failures=failures) == []
     assert failures == Counter({"analysis": 1})
+
+
+def test_things_that_are_not_messages_are_left_alone() -> None:
+    messages: list[Any] = [*conversation(bash("cat /r/a.py", BODY), bash("cat /r/a.py", BODY)), "junk", {"role": 7}]
+    replacements = propose_all(messages, make_ctx())
+    assert [r.index for r in replacements] == [3]
+    assert apply_replacements(messages, replacements)[-2:] == ["junk", {"role": 7}]
 
 
 def test_proposals_on_protected_or_missing_targets_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from strategies.base import OptionError
 from strategies.conversation import analyze
-from strategies.protection import ANCHOR, Protection
+from strategies.protection import ANCHOR, Protection, protected_messages
 from tests.strategies.factories import assistant, bash, conversation, make_ctx, step
 
 
@@ -50,3 +50,8 @@ def test_protected_paths_and_tools() -> None:
 def test_options_validate() -> None:
     with pytest.raises(OptionError, match="protected_patterns"):
         Protection.Options(protected_patterns=["*.md"])  # type: ignore[arg-type]
+
+
+def test_protected_messages_for_callers_holding_only_messages() -> None:
+    messages = conversation(bash("cat a", "x"), bash("cat b", "y"))
+    assert protected_messages(messages, make_ctx(protected_turns=1)) == frozenset({0, 1, 4, 5})
