@@ -11,6 +11,7 @@ from proxy.replay import (
     Cl100kCounter,
     Message,
     ReplayResult,
+    StderrProgress,
     Tools,
     cached_prefix,
     canonical,
@@ -180,3 +181,12 @@ def test_merge_and_table_report_totals_over_all_requests() -> None:
     assert both.to_json()["totals"]["requests"] == 10
     table = format_table(both)
     assert "cost with caching   1.00x" in table and "needles kept        100.0 %" in table
+
+
+def test_progress_bar_draws_on_a_terminal_for_long_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    bar = StderrProgress("32k x", min_total=10, width=10)
+    bar.enabled = True  # as on a terminal
+    bar(5, 10)
+    bar(10, 10)
+    bar(1, 2)  # too short a run: nothing
+    assert capsys.readouterr().err == "\r32k x [#####.....] 5/10\r32k x [##########] 10/10\n"
