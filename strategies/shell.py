@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import zlib
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -54,7 +55,7 @@ class ShellAction:
     key: str = ""
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)
 def parse_shell(command: str, cwd: str | None = None) -> ShellAction:
     """Classify a command line run in cwd (None = unknown). Pure and cached."""
     stripped = command.strip()
@@ -177,7 +178,7 @@ def _effects(command: str, cwd: str | None) -> tuple[list[Effect], str]:
         if len(stages) == 1 and argv0[:1] == ["cd"]:
             cwd = resolve(argv0[1], cwd) if len(argv0) == 2 and argv0[1] not in {"-", "~"} else None
             continue
-        key_parts.append(" | ".join(shlex.join(argv) for argv, _ in stages))
+        key_parts.append(" | ".join(_stage_key(argv, redirects) for argv, redirects in stages))
         effects.append(_pipeline(stages, cwd))
     return effects, f"shell\x1f{cwd}\x1f" + " ; ".join(key_parts)
 
@@ -204,6 +205,14 @@ def _stage(words: list[str], held: dict[str, str], bodies: object) -> Stage:
         argv.append(_restore(word, held))
         i += 1
     return argv, redirects
+
+
+def _stage_key(argv: list[str], redirects: list[tuple[str, str]]) -> str:
+    """A stage as canonical text: argv, redirects, and a checksum standing for each heredoc body."""
+    parts = [shlex.join(argv)]
+    parts += [f"{op} #{zlib.crc32(target.encode('utf-8', 'surrogatepass')):08x}" if op == "<<" else f"{op} {target}"
+              for op, target in redirects]
+    return " ".join(parts)
 
 
 def _restore(word: str, held: dict[str, str]) -> str:
