@@ -28,6 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-kind", choices=("openai", "ollama"), help="wire format of --upstream (guessed when omitted)")
     serve.add_argument("--host", metavar="H", help="interface to listen on (also RUYI_HOST)")
     serve.add_argument("--port", metavar="P", type=int, help="port to listen on (also RUYI_PORT)")
+    rep = sub.add_parser(
+        "replay", help="replay a recorded conversation offline through Ruyi's pipeline",
+        description="Replay a trace (OpenAI chat JSON: {model, messages, tools}) as the requests its agent made, "
+        "through the same pipeline and session state, with no upstream. Prints per-request tokens, cache hits, "
+        "estimated cost with prompt caching, needles kept and orphans. Use it to tune a config.",
+    )
+    rep.add_argument("trace", metavar="TRACE.json")
+    rep.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    rep.add_argument("--window", metavar="N", type=int, help="context window in tokens (default: the model's)")
+    rep.add_argument("--model", metavar="NAME", help="model to count tokens for (default: the trace's)")
+    rep.add_argument("--cache-read-price", metavar="R", type=float, help="price of a cached token relative to an uncached one (default: pruning.cache_read_ratio, 0.1)")
+    rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
     cfg = sub.add_parser("config", help="inspect configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
@@ -41,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "replay":
+            from proxy.replay_command import run_replay
+
+            return run_replay(args, load_config(args.config, os.environ))
         if args.command == "config" and args.config_command == "check":
             print(effective_yaml(load_config(args.file, os.environ)), end="")
             return 0

@@ -30,12 +30,12 @@ class OfflineRuyi:
 
     def __call__(self, messages: Messages, tools: Sequence[Any] | None = None) -> Messages:
         chain = self.fingerprinter.chain(messages)
-        tokens = self.counter.count(self.model, messages, list(tools) if tools else None, chain).total
+        prompt = self.counter.count(self.model, messages, list(tools) if tools else None, chain)
         resolution = self.sessions.resolve("offline", chain)
         session = resolution.session
         budget = budget_for(self.window, None, self.config.window)
         outcome = self.pruner.rewrite(messages, chain.links, resolution.shared, session.decisions, session.batch_retry_at,
-                                      tokens, budget, self.counter.text_counter(self.model))
+                                      prompt.total, budget, self.counter.text_counter(self.model), prompt.messages, session.requests)
         self.sessions.record("offline", session.session_id, prompt_tokens=outcome.tokens_after, decisions=outcome.decisions,
                              refs=outcome.refs, batch_retry_at=outcome.batch_retry_at, clear_batch_retry=outcome.clear_batch_retry,
                              report=outcome.report, reports_max=self.config.pruning.reports_kept)

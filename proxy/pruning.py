@@ -31,12 +31,20 @@ class PruningOptions:
     """Protected turns of the harder batch run after an upstream context-overflow error."""
     min_saving_tokens: int = 20
     """A replacement saving fewer tokens than this is not worth a cache miss."""
+    economic: bool = True
+    """Below the prune tier, also apply proposals whose saving pays for the cache miss they cause."""
+    cache_read_ratio: float = 0.1
+    """Price of a cached prompt token relative to an uncached one (Anthropic, DeepSeek, GPT-5: 0.1)."""
+    horizon_max: int = 200
+    """Most future requests a saving is credited for (Ruyi expects a session to last as long again)."""
     reports_kept: int = 100
     """DCP reports kept per session for /ruyi/v1/sessions/<id>/report."""
     protection: Protection.Options = field(default_factory=Protection.Options)
     strategies: PipelineOptions = field(default_factory=PipelineOptions)
 
     def check(self) -> None:
+        if not 0.0 <= self.cache_read_ratio <= 1.0:
+            raise ValueError(f"cache_read_ratio must be in [0, 1], got {self.cache_read_ratio}")
         if not 0.0 <= self.clear_at_least <= 1.0:
             raise ValueError(f"clear_at_least must be a fraction of the window in [0, 1], got {self.clear_at_least}")
         if self.protected_turns < 0 or self.overflow_protected_turns < 0:
@@ -75,39 +83,53 @@ class Pruner:
         tokens_before: int,
         budget: Budget,
         count_text: Callable[[str], int],
+        message_tokens: Sequence[int] = (),
+        requests_seen: int = 1,
         harder: bool = False,
     ) -> Outcome:
+        """The messages to send. ``shared``: leading messages the session sent before (the rest are new);
+        ``message_tokens``: each message's tokens as the client sent it; ``harder``: after an overflow."""
         opts = self.options
         sticky = [_replacement(i, d) for i, link in enumerate(links) for d in decisions.get(link, ())]
         current = apply_replacements(messages, sticky) if sticky else messages
+        sent_tokens = list(message_tokens) or [0] * len(messages)
+        for r, d in zip(sticky, (d for link in links for d in decisions.get(link, ()))):
+            sent_tokens[r.index] -= int(d.get("tokens_saved", 0))
         in_force = sum(int(d.get("tokens_saved", 0)) for link in links for d in decisions.get(link, ()))
         tokens = max(0, tokens_before - in_force)
         taken = {(r.index, r.target) for r in sticky}
         new: list[Replacement] = []
         failures: Counter[str] = Counter()
-        base = StrategyContext(count_text, budget.window, max(0, budget.usable - tokens), protected_turns=0,
+        base = StrategyContext(count_text, budget.window, budget.window, protected_turns=0,
                                protection=opts.protection, min_saving_tokens=opts.min_saving_tokens)
         if opts.enabled and "truncation" in opts.strategies.enabled and shared < len(messages):
-            arrival = replace(opts.strategies, enabled=("truncation",))
+            arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
             new = [r for r in propose_all(current, base, arrival, failures) if r.index >= shared and (r.index, r.target) not in taken]
             tokens -= sum(r.tokens_saved for r in new)
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
         due = tokens >= threshold and (batch_retry_at is None or tokens >= batch_retry_at)
-        if opts.enabled and (due or harder):
+        if opts.enabled and (due or harder or opts.economic):
             taken |= {(r.index, r.target) for r in new}
-            ctx = replace(base, protected_turns=opts.overflow_protected_turns if harder else opts.protected_turns)
+            turns = opts.overflow_protected_turns if harder else opts.protected_turns
+            ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)
             proposals = [r for r in propose_all(apply_replacements(current, new), ctx, opts.strategies, failures)
                          if (r.index, r.target) not in taken]
             freed = sum(r.tokens_saved for r in proposals)
             need = 0 if harder else opts.clear_at_least * budget.window
-            if proposals and freed >= need:
-                new += proposals
-                tokens -= freed
+            chosen: list[Replacement] = []
+            if (due or harder) and proposals and freed >= need:
+                chosen = proposals
                 batch, clear_retry = ("overflow" if harder else "applied"), True
             else:
-                batch, retry_at = "too_small", int(tokens + max(need, 1))
-        elif tokens >= threshold:
+                if due:
+                    batch, retry_at = "too_small", int(tokens + max(need, 1))
+                if opts.economic and proposals:
+                    chosen = self._paying(proposals, sent_tokens, shared, requests_seen)
+                    batch = "economic" if chosen else batch
+            new += chosen
+            tokens -= sum(r.tokens_saved for r in chosen)
+        if batch == "none" and tokens >= threshold:
             batch = "waiting"
         out = apply_replacements(current, new) if new else current
         new_decisions: dict[str, list[dict[str, Any]]] = {}
@@ -116,6 +138,27 @@ class Pruner:
         refs = {r.ref_id: redact_secrets(r.original) for r in new}
         report = self._report(tokens_before, tokens, in_force, budget, batch, new, len(sticky), failures, harder)
         return Outcome(out, new_decisions, refs, tokens, retry_at, clear_retry, report)
+
+    def _paying(self, proposals: list[Replacement], sent_tokens: Sequence[int], shared: int, requests_seen: int) -> list[Replacement]:
+        """The proposals from some index on whose saving, over the requests expected ahead, exceeds the
+        cache miss of resending everything after that index (the benchmark's own cost model)."""
+        r = self.options.cache_read_ratio
+        horizon = min(max(requests_seen, 1), self.options.horizon_max)
+        ordered = sorted(proposals, key=lambda p: p.index, reverse=True)
+        best, best_net, saved, k = 0, 0.0, 0, 0
+        suffix, cursor = 0, min(shared, len(sent_tokens))
+        while k < len(ordered):
+            index = ordered[k].index
+            while k < len(ordered) and ordered[k].index == index:
+                saved += ordered[k].tokens_saved
+                k += 1
+            while cursor > index:
+                cursor -= 1
+                suffix += sent_tokens[cursor]
+            net = saved * (1 + r * horizon) - (1 - r) * suffix
+            if net > best_net:
+                best, best_net = k, net
+        return ordered[:best]
 
     def _report(self, before: int, after: int, in_force: int, budget: Budget, batch: str, new: list[Replacement],
                 sticky: int, failures: Counter[str], harder: bool) -> dict[str, Any]:
