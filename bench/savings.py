@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,9 @@ if __package__ in (None, ""):  # run as `python bench/savings.py`: make `bench` 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import baselines  # noqa: E402
+from config.load import load_config  # noqa: E402
+from proxy.offline import OfflineRuyi  # noqa: E402
+from proxy.tokens import TokenCounter  # noqa: E402
 from proxy.replay import (  # noqa: E402
     Cl100kCounter,
     CountTokens,
@@ -32,6 +36,8 @@ from proxy.replay import (  # noqa: E402
     request_ends,
 )
 
+RUYI_CONFIG = load_config(None, {k: v for k, v in os.environ.items() if k.startswith("RUYI_")})
+RUYI_COUNTER = TokenCounter(RUYI_CONFIG.tokens)
 TRACES = Path("/work/shared/traces")
 WINDOWS = (16_000, 32_000, 64_000)
 Factory = Callable[[int], Rewrite]
@@ -42,12 +48,8 @@ NOTES = (
 
 
 def make_ruyi_rewrite(window: int) -> Rewrite:
-    """Ruyi's session for one trace at this window.
-
-    PLUG-IN POINT: return the pruning engine's stateful rewrite here (one fresh session per call).
-    Until it exists this is the identity rewrite, so the Ruyi row equals "send everything".
-    """
-    return baselines.send_everything(window)
+    """Ruyi with its default config (pruning alone), one fresh offline session per trace."""
+    return OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER)
 
 
 STRATEGIES: dict[str, Factory] = {

@@ -49,6 +49,8 @@ class Measurement:
     """For Ollama native requests, the ``num_ctx`` to send (None: leave the request's own)."""
     count_text: Callable[[str], int] | None = None
     """The model's cached counter of plain strings (for strategies)."""
+    message_tokens: tuple[int, ...] = ()
+    """Each message's tokens as the client sent it (what a cache miss from some message on costs)."""
 
     @property
     def usage(self) -> float:
@@ -105,7 +107,7 @@ class Measurer:
             num_ctx = num_ctx_for(tokens, requested, window.tokens, resolution.session.num_ctx, self.config.window)
         m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
                         prompt.total, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers), num_ctx,
-                        self.counter.text_counter(model))
+                        self.counter.text_counter(model), prompt.messages)
         in_force = num_ctx or (window.tokens if window.source == "request" else None)
         if ollama and api == "openai":
             in_force = self.config.ollama.default_context

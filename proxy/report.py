@@ -11,7 +11,7 @@ STRATEGY_TITLES = {"dedup": "Deduplication", "supersede": "Supersede", "purge_er
 def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Totals over a session's reports: what each strategy replaced, batches, latest usage."""
     per: dict[str, dict[str, int]] = {}
-    batches = {"applied": 0, "too_small": 0, "overflow": 0}
+    batches = {"applied": 0, "economic": 0, "too_small": 0, "overflow": 0}
     for report in reports:
         for name, row in report.get("strategies", {}).items():
             total = per.setdefault(name, {"items": 0, "tokens_saved": 0})
@@ -48,6 +48,7 @@ def markdown(session_id: str, reports: Sequence[dict[str, Any]]) -> str:
         lines += ["### After pruning",
                   f"- context usage: {latest['usage_before']:.0%} → {latest['usage_after']:.0%}"
                   f" ({latest['tokens_before']:,} → {latest['tokens_after']:,} tokens)",
-                  f"- batches applied: {s['batches']['applied']}, too small to apply: {s['batches']['too_small']},"
+                  f"- batches at the prune tier: {s['batches']['applied']}, paying for themselves below it:"
+                  f" {s['batches']['economic']}, too small to apply: {s['batches']['too_small']},"
                   f" overflow retries: {s['batches']['overflow']}"]
     return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ class PruneStep:
             return messages
         harder = bool(ctx.facts.get("overflow_retry"))
         outcome = self.pruner.rewrite(messages, m.links, m.shared, m.session.decisions, m.session.batch_retry_at,
-                                      m.tokens, m.budget, m.count_text, harder=harder)
+                                      m.tokens, m.budget, m.count_text, m.message_tokens, m.session.requests, harder=harder)
         ctx.pruning = outcome
         return outcome.messages
 

@@ -50,7 +50,7 @@ def assert_paired(messages: list[dict[str, Any]]) -> None:
 
 
 async def test_batch_at_prune_tier_then_sticky_bytes(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    proxy = await make_proxy(window=WINDOW)
+    proxy = await make_proxy(window=WINDOW, pruning={"economic": False})
     sent, tiers = [], []
     for turns in range(1, 12):
         resp = await post(proxy, conversation(turns))
@@ -60,6 +60,7 @@ async def test_batch_at_prune_tier_then_sticky_bytes(make_proxy: MakeProxy, fake
     pruned = [i for i, msgs in enumerate(sent) if msgs != conversation(i + 1)]
     assert pruned, "some request crossed the prune tier and was pruned"
     first = pruned[0]
+    assert tiers[first - 1] in ("prepare_summary", "prune", "archive")  # nothing was touched below the prune tier
     placeholders = [m for m in sent[first] if m["role"] == "tool" and m["content"].startswith("[ruyi:")]
     assert placeholders and all("ref" in m["content"] for m in placeholders)
     for i in range(first + 1, len(sent)):  # between batches the prompt only grows at its end
@@ -75,7 +76,7 @@ async def test_batch_at_prune_tier_then_sticky_bytes(make_proxy: MakeProxy, fake
 
 
 async def test_refs_report_and_isolation(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    proxy = await make_proxy(window=WINDOW)
+    proxy = await make_proxy(window=WINDOW, pruning={"economic": False})
     for turns in range(1, 12):
         resp = await post(proxy, conversation(turns))
     sid = resp.headers["X-Ruyi-Session"]
@@ -95,9 +96,30 @@ async def test_refs_report_and_isolation(make_proxy: MakeProxy, fake: FakeUpstre
     assert "| Deduplication |" in md and "context usage:" in md
 
 
+async def test_economic_batch_below_the_prune_tier_pays_for_its_cache_miss(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 128000}})
+    for turns in range(1, 16):
+        resp = await post(proxy, conversation(turns))
+        assert resp.headers["X-Ruyi-Tier"] == "expanded"
+    sid = resp.headers["X-Ruyi-Session"]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base_url(proxy)}/ruyi/v1/sessions/{sid}/report", headers={"X-Ruyi-Agent": "a"}) as r:
+            summary = (await r.json())["summary"]
+    assert summary["batches"]["economic"] >= 1 and summary["batches"]["applied"] == 0
+    assert summary["strategies"]["dedup"]["items"] >= 1  # re-read copies of the big file went
+    assert_paired(fake.last().json["messages"])
+
+
+async def test_small_savings_far_back_are_not_worth_a_cache_miss(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 128000}}, pruning={"horizon_max": 1})
+    for turns in range(1, 16):
+        await post(proxy, conversation(turns))
+        assert fake.last().json["messages"] == conversation(turns)  # a one-request horizon never pays back
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_overflow_error_triggers_one_harder_batch_and_a_retry(make_proxy: MakeProxy, fake: FakeUpstream, stream: bool) -> None:
-    proxy = await make_proxy(window={"models": {"gpt-4o*": 200000}})  # Ruyi thinks it fits; the upstream disagrees
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 200000}}, pruning={"economic": False})  # Ruyi thinks it fits
     messages = conversation(9)
     fake.max_prompt_chars = len(json.dumps(messages)) - 2000
     resp = await post(proxy, messages, stream=stream)
@@ -118,7 +140,7 @@ async def test_overflow_that_cannot_be_helped_is_relayed(make_proxy: MakeProxy, 
 
 
 async def test_ollama_overflow_retry(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    proxy = await make_proxy("ollama", window={"models": {"llama*": 200000}})
+    proxy = await make_proxy("ollama", window={"models": {"llama*": 200000}}, pruning={"economic": False})
     messages = conversation(9)
     native = [{k: v for k, v in m.items() if k != "tool_call_id"} for m in messages]
     for m in native:
