@@ -12,9 +12,11 @@ from proxy.window import Budget
 from strategies.base import Replacement, StrategyContext
 from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
-from strategies.protection import Protection
+from strategies.conversation import analyze
+from strategies.protection import Protection, protected_indices
 
 Messages = list[dict[str, Any]]
+MEMO_MAX = 100_000
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Pruner:
     def __init__(self, options: PruningOptions, tiers: TierOptions) -> None:
         self.options = options
         self.tiers = tiers
+        self.memo: dict[Any, Any] = {}
+        """Classifications of calls already seen (pure by key), so a request costs its new calls only."""
 
     def rewrite(
         self,
@@ -100,11 +104,20 @@ class Pruner:
         taken = {(r.index, r.target) for r in sticky}
         new: list[Replacement] = []
         failures: Counter[str] = Counter()
+        if len(self.memo) > MEMO_MAX:
+            self.memo.clear()
         base = StrategyContext(count_text, budget.window, budget.window, protected_turns=0,
-                               protection=opts.protection, min_saving_tokens=opts.min_saving_tokens)
+                               protection=opts.protection, min_saving_tokens=opts.min_saving_tokens, memo=self.memo)
+        analysis = None
+        if opts.enabled:
+            try:
+                analysis = analyze(current, base)
+            except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
+                analysis = None
         if opts.enabled and "truncation" in opts.strategies.enabled and shared < len(messages):
             arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
-            new = [r for r in propose_all(current, base, arrival, failures) if r.index >= shared and (r.index, r.target) not in taken]
+            new = [r for r in propose_all(current, replace(base, conversation=analysis), arrival, failures)
+                   if r.index >= shared and (r.index, r.target) not in taken]
             tokens -= sum(r.tokens_saved for r in new)
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
@@ -113,7 +126,9 @@ class Pruner:
             taken |= {(r.index, r.target) for r in new}
             turns = opts.overflow_protected_turns if harder else opts.protected_turns
             ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)
-            proposals = [r for r in propose_all(apply_replacements(current, new), ctx, opts.strategies, failures)
+            if analysis is not None and not new:  # the same messages: reuse the analysis, re-derive protection
+                ctx = replace(ctx, conversation=replace(analysis, protected=protected_indices(analysis, turns, opts.protection)))
+            proposals = [r for r in propose_all(apply_replacements(current, new) if new else current, ctx, opts.strategies, failures)
                          if (r.index, r.target) not in taken]
             freed = sum(r.tokens_saved for r in proposals)
             need = 0 if harder else opts.clear_at_least * budget.window

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -72,6 +72,8 @@ class StrategyContext:
     tools: tool name -> ToolSpec (the classification table).
     min_saving_tokens: a replacement saving fewer tokens than this is not proposed.
     conversation: the analysis of these messages, when the pipeline has made it once.
+    memo: a cache the caller keeps across requests: the classification of each call already seen, so a
+        growing conversation costs its new calls only. Pure: entries depend only on their keys.
     """
 
     count_tokens: Callable[[str], int]
@@ -82,6 +84,7 @@ class StrategyContext:
     tools: Mapping[str, ToolSpec] = field(default_factory=_default_tools)
     min_saving_tokens: int = 20
     conversation: Conversation | None = None
+    memo: MutableMapping[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         check_int("protected_turns", self.protected_turns, minimum=0)

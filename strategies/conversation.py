@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -104,13 +104,13 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
         turn += message_role == "assistant"
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
-    calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations)
+    calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
     conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
 def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_of: list[int], state: ClassifyState,
-           observations: bool) -> tuple[Call, ...]:
+           observations: bool, memo: MutableMapping[Any, Any] | None = None) -> tuple[Call, ...]:
     results: dict[str, list[int]] = {}
     for index, message in enumerate(messages):
         if role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
@@ -130,7 +130,7 @@ def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_o
                 arguments = function.get("arguments")
                 calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
                                    arguments if isinstance(arguments, str) else "", result, tool_call, messages,
-                                   texts, turn_of, state))
+                                   texts, turn_of, state, memo))
         elif observations and index + 1 < len(messages) and role(messages[index + 1]) == "user":
             fence = _FENCE.search(texts[index] or "")
             if fence and _OBSERVATION.match(texts[index + 1] or ""):
@@ -142,8 +142,19 @@ def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_o
 
 def _call(position: int, index: int, call_id: str | None, name: str, arguments: str, result: int | None,
           tool_call: Mapping[str, Any], messages: list[dict[str, Any]], texts: tuple[str | None, ...],
-          turn_of: list[int], state: ClassifyState) -> Call:
+          turn_of: list[int], state: ClassifyState, memo: MutableMapping[Any, Any] | None = None) -> Call:
     output = texts[result] if result is not None else None
+    key = None
+    if memo is not None and call_id is not None:
+        key = (call_id, name, arguments, output, result is not None and messages[result].get("is_error"),
+               state.cwd, state.open_file, tuple(state.script_writes.items()))
+        known = memo.get(key)
+        if known is not None:
+            action, is_error, state.cwd, state.open_file, writes = known
+            state.script_writes = dict(writes)
+            return Call(position, index, call_id, name, arguments, result, turn_of[index], action, is_error)
     action = observe(classify(tool_call, state), output, state)
     is_error = result is not None and is_error_output(messages[result], output)
+    if key is not None and memo is not None:
+        memo[key] = (action, is_error, state.cwd, state.open_file, tuple(state.script_writes.items()))
     return Call(position, index, call_id, name, arguments, result, turn_of[index], action, is_error)

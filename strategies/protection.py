@@ -78,15 +78,21 @@ def protected_indices(conversation: Conversation, protected_turns: int, options:
     return frozenset(protected)
 
 
+@lru_cache(maxsize=16384)
+def _anchored(text: str) -> bool:
+    """Whether a text cites an anchor; remembered, since every request shows the same old texts again."""
+    return ANCHOR.search(text) is not None
+
+
 def _cites_anchor(text: str | None, message: dict[str, object]) -> bool:
-    if text and ANCHOR.search(text):
+    if text and _anchored(text):
         return True
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
         for tool_call in tool_calls:
             function = tool_call.get("function") if isinstance(tool_call, dict) else None
             arguments = function.get("arguments") if isinstance(function, dict) else None
-            if isinstance(arguments, str) and ANCHOR.search(arguments):
+            if isinstance(arguments, str) and _anchored(arguments):
                 return True
     return False
 
