@@ -124,7 +124,8 @@ class Pruner:
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
         due = tokens >= threshold and (batch_retry_at is None or tokens >= batch_retry_at)
-        if opts.enabled and (due or harder or opts.economic):
+        has_calls = analysis is None or bool(analysis.calls)
+        if opts.enabled and has_calls and (due or harder or opts.economic):
             taken |= {(r.index, r.target) for r in new}
             turns = opts.overflow_protected_turns if harder else opts.protected_turns
             ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)

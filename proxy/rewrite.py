@@ -13,7 +13,6 @@ from proxy.context import RequestContext
 from proxy.dialects import Dialect
 
 log = structlog.get_logger(__name__)
-report_log = structlog.get_logger("ruyi.dcp")
 
 
 async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
@@ -82,8 +81,7 @@ def _record(app: web.Application, ctx: RequestContext, tokens_after: int) -> Non
         measurer.sessions.record(s.agent_id, s.session_id, decisions=outcome.decisions, refs=outcome.refs,
                                  batch_retry_at=outcome.batch_retry_at, clear_batch_retry=outcome.clear_batch_retry,
                                  report=report, reports_max=app[appkeys.CONFIG].pruning.reports_kept)
-        report_log.info("dcp_report", session=s.session_id, **report)
-        ctx.facts.update(batch=outcome.report["batch"])
+        ctx.facts["dcp"] = report  # logged with the request's one access event
     shown_after = tokens_after if ctx.mode == "on" else m.tokens
     ctx.session_id = s.session_id
     ctx.facts.update(session=s.session_id, session_how=m.how.value, tokens_before=m.tokens, tokens_after=shown_after,
