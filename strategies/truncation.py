@@ -126,7 +126,12 @@ class Truncation:
             tokens = ctx.count_tokens(text)
             if tokens <= budget and not too_many_files:
                 continue
-            replacement = self._truncate(call, text, tokens, budget, ctx)
+            key = ("truncation", call.call_id, call.result, text, budget, self.options)
+            replacement = ctx.memo.get(key) if ctx.memo is not None else None
+            if replacement is None:
+                replacement = self._truncate(call, text, tokens, budget, ctx)
+                if ctx.memo is not None and replacement is not None:
+                    ctx.memo[key] = replacement
             if replacement is not None:
                 proposals.append(replacement)
         return proposals
