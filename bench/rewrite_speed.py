@@ -66,6 +66,9 @@ def main() -> None:
             ordered = sorted(values)
             print(f"| {label} | {statistics.median(values):.2f} | {ordered[int(0.9 * (len(ordered) - 1))]:.2f} | {ordered[-1]:.2f} |")
     if args.litellm:
+        import os
+
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
         from litellm.utils import trim_messages
 
         started = time.perf_counter()
