@@ -19,6 +19,7 @@ ENV_SHORTCUTS = {
     "RUYI_HOST": "server.host",
     "RUYI_PORT": "server.port",
     "RUYI_LOG_LEVEL": "logging.level",
+    "RUYI_DATA_DIR": "store.data_dir",
 }
 NOT_KEYS = {"RUYI_CONFIG"}
 SECRET_KEYS = {"api_key", "keys", "admin_key"}

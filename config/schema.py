@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from memory.sessions import SessionOptions
+from memory.session import SessionOptions
+from memory.store import StoreOptions
 from proxy.calibration import CalibrationOptions
 from proxy.pruning import PruningOptions
 from proxy.tiers import TierOptions
@@ -147,6 +148,7 @@ class Config:
     tokens: TokenOptions = field(default_factory=TokenOptions)
     calibration: CalibrationOptions = field(default_factory=CalibrationOptions)
     sessions: SessionOptions = field(default_factory=SessionOptions)
+    store: StoreOptions = field(default_factory=StoreOptions)
     pruning: PruningOptions = field(default_factory=PruningOptions)
 
     def route_for(self, model: str | None) -> Route:

@@ -6,124 +6,22 @@ import copy
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
-from hashlib import blake2b
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from memory.chain import MessageChain
+from memory.identity import AGENT_HEADER, SESSION_HEADER, agent_id_for, session_header  # noqa: F401 - re-exported
+from memory.session import How, Resolution, Session, SessionOptions
+from memory.store import Background, Report, Store, StoredSession, Usage
+from memory.unsaved import Unsaved, ref_ids
 
 log = structlog.get_logger(__name__)
 
-AGENT_HEADER = "x-ruyi-agent"
-SESSION_HEADER = "x-ruyi-session"
-_KEY_HEADERS = ("authorization", "x-api-key", "api-key")
-_MAX_ID_CHARS = 128
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    """The in-memory session registry."""
-
-    max: int = 10_000
-    """Most sessions kept, across all agents; the least recently used is forgotten first."""
-
-
-@dataclass
-class Session:
-    """What Ruyi knows of one session. Change it through `SessionRegistry.record`."""
-
-    agent_id: str
-    session_id: str
-    parent_id: str | None = None
-    """The session this one branched from (a rewind or a rewritten history), if any."""
-    created_at: float = 0.0
-    last_seen: float = 0.0
-    requests: int = 0
-    links: tuple[str, ...] = ()
-    """Chain links of the latest request; links[-1] is the tip a continuing request extends."""
-    prompt_tokens: int | None = None
-    """Our (calibrated) estimate of the latest request's prompt."""
-    upstream_prompt_tokens: int | None = None
-    """The prompt size the upstream reported for the latest request that reported one."""
-    cached_tokens: int | None = None
-    """Prompt tokens the upstream served from its cache on that request."""
-    tier: str | None = None
-    window: int | None = None
-    num_ctx: int | None = None
-    """Ollama num_ctx in force; only ever raised (a change reloads the model)."""
-    calibration: float | None = None
-    """The calibration ratio applied to the latest request."""
-    decisions: dict[str, Any] = field(default_factory=dict)
-    """Free-form decisions of the pruning layer, keyed by message chain link."""
-    batch_retry_at: int | None = None
-    """After a pruning batch that could not free enough: the prompt size at which to try again."""
-    reports: list[dict[str, Any]] = field(default_factory=list)
-    """The latest DCP reports of this session, oldest first (bounded by the pruning layer)."""
-    refs: dict[str, str] = field(default_factory=dict)
-    """Originals of replaced text by ref id (secrets redacted), for /ruyi/v1/refs/<id>."""
-
-
-class How(StrEnum):
-    """How a request was matched to its session."""
-
-    HEADER = "header"
-    CONTINUED = "continued"
-    CHILD = "child"
-    NEW = "new"
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """The outcome of resolving one request."""
-
-    session: Session
-    how: How
-    shared: int
-    """Leading messages already known to the session (or, for a child, to its parent)."""
-    new_messages: int
-    """Messages beyond the shared part."""
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None:  # plain dicts are case-sensitive; aiohttp's CIMultiDict is not
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    value = value.strip() if isinstance(value, str) else None
-    return value or None
-
-
-def _short_hash(text: str) -> str:
-    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
-
-
-def _bounded(value: str) -> str:
-    return value if len(value) <= _MAX_ID_CHARS and value.isprintable() else "h-" + _short_hash(value)
-
-
-def agent_id_for(headers: Mapping[str, str]) -> str:
-    """X-Ruyi-Agent, else a short hash of the client's key (never the key), else `default`."""
-    agent = _header(headers, AGENT_HEADER)
-    if agent:
-        return _bounded(agent)
-    for name in _KEY_HEADERS:
-        key = _header(headers, name)
-        if key:
-            return "k-" + _short_hash(key.removeprefix("Bearer ").strip())
-    return "default"
-
-
-def session_header(headers: Mapping[str, str]) -> str | None:
-    """The explicit X-Ruyi-Session, if the client sent one."""
-    value = _header(headers, SESSION_HEADER)
-    return _bounded(value) if value else None
-
 
 class _AgentSessions:
-    """One agent's sessions and the indexes that find them by chain link."""
+    """One agent's sessions in memory and the indexes that find them by chain link."""
 
     def __init__(self) -> None:
         self.sessions: dict[str, Session] = {}
@@ -134,14 +32,31 @@ class _AgentSessions:
 
 
 class SessionRegistry:
-    """Sessions in memory, LRU-bounded; all state keyed by agent, then session. An agent sees only
-    its own sessions. A later store keeps the same four calls: resolve, record, get, list."""
+    """Sessions keyed by agent, then session; an agent sees only its own.
 
-    def __init__(self, options: SessionOptions | None = None, clock: Callable[[], float] = time.time) -> None:
+    Without a store, everything lives in memory, LRU-bounded. With one, memory is a cache: every change
+    is also kept as unsaved until ``flush`` writes it in one transaction (before the request is forwarded),
+    a session missing from memory is read back from the store, and the store's chain index is the one of
+    record, so a restarted Ruyi resolves each request exactly as before. Reports and usage are handed to
+    ``queue`` (a background writer)."""
+
+    def __init__(
+        self,
+        options: SessionOptions | None = None,
+        clock: Callable[[], float] = time.time,
+        store: Store | None = None,
+        queue: Callable[[Background], None] | None = None,
+        reports_max: int = 100,
+    ) -> None:
         self.options = options or SessionOptions()
+        self.store = store
         self._clock = clock
+        self._queue = queue
         self._agents: dict[str, _AgentSessions] = {}
         self._lru: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._unsaved = Unsaved()
+        self.reports_max = reports_max
+        """Reports read back with a session from the store."""
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -156,27 +71,26 @@ class SessionRegistry:
         agent = self._agents.setdefault(agent_id, _AgentSessions())
         links = chain.links
         if session_id is not None:
-            session = agent.sessions.get(session_id)
+            session = self.get(agent_id, session_id)
             if session is None:
-                session = self._create(agent, agent_id, session_id, None)
+                session = self._create(agent_id, session_id, None)
             shared = chain.shared_prefix(session.links)
-            return self._advance(agent, session, chain, How.HEADER, shared)
-        for i in range(len(links) - 1, -1, -1):
-            sid = agent.tips.get(links[i])
-            if sid is not None:
-                return self._advance(agent, agent.sessions[sid], chain, How.CONTINUED, i + 1)
-        for i in range(len(links) - 1, chain.first_non_system, -1):
-            sid = agent.links.get(links[i])
-            parent = agent.sessions.get(sid) if sid is not None else None
-            if parent is not None:
-                child = self._create(agent, agent_id, secrets.token_hex(8), parent)
-                child.decisions = {
-                    k: copy.deepcopy(parent.decisions[k]) for k in links[: i + 1] if k in parent.decisions
-                }
-                log.info("session_branched", agent_id=agent_id, session_id=child.session_id, parent_id=sid, shared=i + 1)
-                return self._advance(agent, child, chain, How.CHILD, i + 1)
-        session = self._create(agent, agent_id, secrets.token_hex(8), None)
-        return self._advance(agent, session, chain, How.NEW, 0)
+            return self._advance(session, chain, How.HEADER, shared)
+        found = self._find(agent_id, agent.tips, self._unsaved.tips, links, 0, tips=True)
+        if found is not None:
+            return self._advance(found[1], chain, How.CONTINUED, found[0] + 1)
+        found = self._find(agent_id, agent.links, self._unsaved.links, links, chain.first_non_system + 1, tips=False)
+        if found is not None:
+            i, parent = found
+            child = self._create(agent_id, secrets.token_hex(8), parent)
+            child.decisions = {k: copy.deepcopy(parent.decisions[k]) for k in links[: i + 1] if k in parent.decisions}
+            if self.store is not None and child.decisions:
+                self._unsaved.decisions.update((agent_id, child.session_id, k) for k in child.decisions)
+                self._unsaved.ref_copies.append((agent_id, parent.session_id, child.session_id, ref_ids(child.decisions.values())))
+            log.info("session_branched", agent_id=agent_id, session_id=child.session_id, parent_id=parent.session_id, shared=i + 1)
+            return self._advance(child, chain, How.CHILD, i + 1)
+        session = self._create(agent_id, secrets.token_hex(8), None)
+        return self._advance(session, chain, How.NEW, 0)
 
     def record(
         self,
@@ -198,7 +112,10 @@ class SessionRegistry:
         refs: Mapping[str, str] | None = None,
     ) -> Session | None:
         """Store facts learned about a session's latest request (None leaves a fact unchanged);
-        `decisions` are merged in. Returns the session, or None if it is not (or no longer) known."""
+        `decisions` are merged in. Returns the session, or None if it is not (or no longer) known.
+
+        With a store, what the upstream reported (usage) and the report go to the background queue;
+        everything else is written by the next ``flush``."""
         session = self.get(agent_id, session_id)
         if session is None:
             return None
@@ -224,7 +141,32 @@ class SessionRegistry:
             del session.reports[:-reports_max]
         if refs:
             session.refs.update(refs)
+        reported = upstream_prompt_tokens is not None or cached_tokens is not None
+        if self.store is not None:  # a record carrying only what the upstream reported goes to the queue
+            facts = (prompt_tokens, tier, window, num_ctx, batch_retry_at, decisions, refs)
+            row = clear_batch_retry or any(f is not None for f in facts) or (calibration is not None and not reported)
+            self._unsaved.recorded(session, decisions, refs, row)
+        if self._queue is not None:
+            key = (agent_id, session_id)
+            if reported:
+                self._queue(Usage(*key, upstream_prompt_tokens, cached_tokens, calibration))
+            if report is not None:
+                request = report.get("request_id") or f"request-{session.requests}"
+                self._queue(Report(*key, f"{request}/retry" if report.get("overflow_retry") else str(request), dict(report), reports_max))
         return session
+
+    def flush(self) -> bool:
+        """Write every change since the last flush in one transaction; call it before forwarding.
+        A failed write is logged and retried by the next flush (the request goes on)."""
+        if self.store is None or not self._unsaved:
+            return True
+        try:
+            self.store.write(self._unsaved.changes())
+        except Exception:
+            log.warning("store_write_failed", location=self.store.location, exc_info=True)
+            return False
+        self._unsaved.clear()
+        return True
 
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         """The original kept under a ref id, searched only among this agent's sessions."""
@@ -232,53 +174,143 @@ class SessionRegistry:
         for session in agent.sessions.values() if agent else ():
             if ref_id in session.refs:
                 return session.refs[ref_id]
-        return None
+        return self.store.find_ref(agent_id, ref_id) if self.store is not None else None
 
     def get(self, agent_id: str, session_id: str) -> Session | None:
-        """One of an agent's sessions."""
+        """One of an agent's sessions (read back from the store when not in memory)."""
         agent = self._agents.get(agent_id)
-        return agent.sessions.get(session_id) if agent else None
+        session = agent.sessions.get(session_id) if agent else None
+        return session if session is not None or self.store is None else self._load(agent_id, session_id)
 
     def list(self, agent_id: str) -> list[Session]:
         """An agent's sessions, most recently seen first."""
         agent = self._agents.get(agent_id)
-        return sorted(agent.sessions.values(), key=lambda s: -s.last_seen) if agent else []
+        found = dict(agent.sessions) if agent else {}
+        if self.store is not None:
+            self.flush()
+            for sid in self.store.session_ids(agent_id):
+                if sid not in found:
+                    stored = self.store.load_session(agent_id, sid, self.reports_max)
+                    if stored is not None:
+                        found[sid] = _restored(stored)
+        return sorted(found.values(), key=lambda s: -s.last_seen)
 
     def agents(self) -> Iterator[str]:
-        """Agents with at least one session."""
+        """Agents with at least one session in memory."""
         return iter(list(self._agents))
 
-    def _create(self, agent: _AgentSessions, agent_id: str, session_id: str, parent: Session | None) -> Session:
+    def expire(self, limit: int = 500) -> int:
+        """Forget up to `limit` sessions (and their refs) unseen for `ttl_days`, in memory and in the store.
+        Returns how many the store removed (call again while it is `limit`)."""
+        before = self._clock() - self.options.ttl_days * 86400
+        for key in [k for k in self._lru if self._agents[k[0]].sessions[k[1]].last_seen < before]:
+            self._evict(*key)
+        if self.store is None:
+            return 0
+        self.flush()
+        removed = self.store.expire(before, limit)
+        for agent_id, session_id in removed:
+            if (agent_id, session_id) in self._lru:
+                self._evict(agent_id, session_id)
+        if removed:
+            log.info("sessions_expired", count=len(removed))
+        return len(removed)
+
+    def _find(self, agent_id: str, index: dict[str, str], unsaved: Mapping[tuple[str, str], str | None],
+              links: Sequence[str], low: int, *, tips: bool) -> tuple[int, Session] | None:
+        """The highest i >= low whose link names a session in an index: memory first, then the store
+        (with unsaved changes laid over it) for the links past memory's answer."""
+        best: tuple[int, Session] | None = None
+        for i in range(len(links) - 1, low - 1, -1):
+            sid = index.get(links[i])
+            session = self.get(agent_id, sid) if sid is not None else None
+            if session is not None:
+                best = (i, session)
+                break
+            if sid is not None:
+                del index[links[i]]  # its session is gone (expired)
+        if self.store is None:
+            return best
+        start = best[0] + 1 if best is not None else low
+        rest = links[start:]
+        if not rest:
+            return best
+        stored = self.store.find_tips(agent_id, rest) if tips else self.store.find_links(agent_id, rest)
+        for j in range(len(rest) - 1, -1, -1):
+            key = (agent_id, rest[j])
+            sid = unsaved[key] if key in unsaved else stored.get(rest[j])
+            session = self.get(agent_id, sid) if sid is not None else None
+            if session is not None:
+                return start + j, session
+        return best
+
+    def _load(self, agent_id: str, session_id: str) -> Session | None:
+        """Read a session back into memory: from the unsaved changes (dropped from memory before its
+        write) or from the store."""
+        session = self._unsaved.sessions.get((agent_id, session_id))
+        stored = None
+        if session is None and self.store is not None:
+            stored = self.store.load_session(agent_id, session_id, self.reports_max)
+            session = _restored(stored) if stored is not None else None
+        if session is None:
+            return None
+        agent = self._agents.setdefault(agent_id, _AgentSessions())
+        agent.sessions[session_id] = session
+        if session.links:
+            key = (agent_id, session.links[-1])
+            is_tip = self._unsaved.tips.get(key) == session_id if key in self._unsaved.tips else stored is None or stored.is_tip
+            if is_tip:
+                agent.tips[session.links[-1]] = session_id
+        self._remember(agent_id, session_id)
+        return session
+
+    def _create(self, agent_id: str, session_id: str, parent: Session | None) -> Session:
         now = self._clock()
         session = Session(agent_id, session_id, created_at=now, last_seen=now)
         if parent is not None:
             session.parent_id = parent.session_id
             session.tier, session.window, session.num_ctx = parent.tier, parent.window, parent.num_ctx
             session.calibration = parent.calibration
-        agent.sessions[session_id] = session
+        self._agents.setdefault(agent_id, _AgentSessions()).sessions[session_id] = session
+        self._remember(agent_id, session_id)
+        return session
+
+    def _remember(self, agent_id: str, session_id: str) -> None:
         self._lru[(agent_id, session_id)] = None
         while len(self._lru) > self.options.max:
             self._evict(*self._lru.popitem(last=False)[0])
-        return session
 
-    def _advance(self, agent: _AgentSessions, session: Session, chain: MessageChain, how: How, shared: int) -> Resolution:
-        sid = session.session_id
+    def _advance(self, session: Session, chain: MessageChain, how: How, shared: int) -> Resolution:
+        agent_id, sid = session.agent_id, session.session_id
+        agent = self._agents.setdefault(agent_id, _AgentSessions())
+        agent.sessions.setdefault(sid, session)
+        keep = self.store is not None
         if session.links and agent.tips.get(session.links[-1]) == sid:
             del agent.tips[session.links[-1]]
+            if keep:
+                self._unsaved.tips[(agent_id, session.links[-1])] = None
         known = chain.shared_prefix(session.links)
         for link in chain.links[known:]:
             agent.links[link] = sid
+            if keep:
+                self._unsaved.links[(agent_id, link)] = sid
         session.links = chain.links
         if chain.links:
             agent.tips[chain.links[-1]] = sid
+            if keep:
+                self._unsaved.tips[(agent_id, chain.links[-1])] = sid
         session.requests += 1
         session.last_seen = self._clock()
-        self._lru.move_to_end((session.agent_id, sid))
+        if keep:
+            self._unsaved.chain(session, known)
+        self._lru[(agent_id, sid)] = None
+        self._lru.move_to_end((agent_id, sid))
         return Resolution(session, how, shared, len(chain.links) - shared)
 
     def _evict(self, agent_id: str, session_id: str) -> None:
         agent = self._agents[agent_id]
         session = agent.sessions.pop(session_id)
+        self._lru.pop((agent_id, session_id), None)
         for link in session.links:
             if agent.links.get(link) == session_id:
                 del agent.links[link]
@@ -287,3 +319,8 @@ class SessionRegistry:
         if not agent.sessions:
             del self._agents[agent_id]
         log.debug("session_evicted", agent_id=agent_id, session_id=session_id)
+
+
+def _restored(stored: StoredSession) -> Session:
+    """A session rebuilt from the store."""
+    return Session(**vars(stored.record), links=stored.links, decisions=stored.decisions, reports=stored.reports)

@@ -6,7 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.sessions import Session, agent_id_for
+from memory.identity import agent_id_for
+from memory.session import Session
 from proxy import appkeys
 from proxy.auth import check_admin_key
 from proxy.errors import ProxyError

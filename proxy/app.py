@@ -9,6 +9,9 @@ from collections.abc import AsyncIterator, Sequence
 from aiohttp import web
 
 from config.schema import Config
+from memory.store import open_store
+from memory.sweep import sweep_forever
+from memory.writer import Writer
 from proxy import admin, appkeys, chat, health
 from proxy.measure import Measurer
 from proxy.middleware import request_middleware
@@ -23,7 +26,8 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     app[appkeys.CONFIG] = config
     app[appkeys.PIPELINE] = Pipeline(steps)
     app[appkeys.COUNTERS] = Counter()
-    app.cleanup_ctx.append(_client_session)
+    app.cleanup_ctx.append(_state)
+    app.cleanup_ctx.append(_daily_sweep)
     if probe_upstream:
         app.cleanup_ctx.append(_startup_probe)
     app.router.add_get("/healthz", health.healthz)
@@ -37,12 +41,26 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     return app
 
 
-async def _client_session(app: web.Application) -> AsyncIterator[None]:
-    session = make_session(app[appkeys.CONFIG].upstream)
+async def _state(app: web.Application) -> AsyncIterator[None]:
+    """The store (migrated; a newer schema stops start-up), its background writer, the client session."""
+    config = app[appkeys.CONFIG]
+    store = open_store(config.store)
+    writer = Writer(store, config.store.queue_max) if store is not None else None
+    if writer is not None:
+        writer.start()
+    session = make_session(config.upstream)
     app[appkeys.CLIENT] = session
-    app[appkeys.MEASURER] = Measurer(app[appkeys.CONFIG], session)
+    app[appkeys.MEASURER] = measurer = Measurer(config, session, store, writer)
     yield
     await session.close()
+    await measurer.close()
+
+
+async def _daily_sweep(app: web.Application) -> AsyncIterator[None]:
+    hours = app[appkeys.CONFIG].store.sweep_interval_hours
+    task = asyncio.create_task(sweep_forever(app[appkeys.MEASURER].sessions, hours * 3600))
+    yield
+    task.cancel()
 
 
 async def _startup_probe(app: web.Application) -> AsyncIterator[None]:

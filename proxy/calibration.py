@@ -111,6 +111,12 @@ class Calibration:
             self._ratios.popitem(last=False)
         return ratio
 
+    def restore(self, ratios: list[tuple[str, float]]) -> None:
+        """Take back ratios kept by the store (least recently observed first)."""
+        for model, ratio in ratios[-self.options.max_models :]:
+            self._ratios.pop(model, None)
+            self._ratios[model] = ratio
+
     def ratios(self) -> dict[str, float]:
         """All current ratios (for status endpoints and logs)."""
         return dict(self._ratios)

@@ -11,7 +11,11 @@ import structlog
 
 from config.schema import Config
 from memory.chain import Fingerprinter
-from memory.sessions import How, Session, SessionRegistry, agent_id_for, session_header
+from memory.identity import agent_id_for, session_header
+from memory.session import How, Session
+from memory.sessions import SessionRegistry
+from memory.store import Audit, ModelRatio, Store
+from memory.writer import Writer
 from proxy import tokens as token_module
 from proxy import window as window_module
 from proxy.assemble import Assembled
@@ -64,16 +68,30 @@ def generate_messages(body: Mapping[str, Any]) -> Messages:
 
 
 class Measurer:
-    """The app's long-lived measuring state: fingerprints, token counts, calibration, sessions, windows."""
+    """The app's long-lived measuring state: fingerprints, token counts, calibration, sessions, windows.
+    With a store, sessions and calibration are durable; ``writer`` takes what is written in the background."""
 
-    def __init__(self, config: Config, client: aiohttp.ClientSession) -> None:
+    def __init__(self, config: Config, client: aiohttp.ClientSession, store: Store | None = None, writer: Writer | None = None) -> None:
         self.config = config
         self.client = client
+        self.store = store
+        self.writer = writer
         self.fingerprinter = Fingerprinter()
         self.counter = TokenCounter(config.tokens)
         self.calibration = Calibration(config.calibration)
-        self.sessions = SessionRegistry(config.sessions)
+        self.sessions = SessionRegistry(config.sessions, store=store, queue=writer.put if writer else None,
+                                        reports_max=config.pruning.reports_kept)
+        if store is not None:
+            self.calibration.restore(store.ratios())
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
+
+    async def close(self) -> None:
+        """Write what is unsaved, drain the background queue, close the store (graceful shutdown)."""
+        self.sessions.flush()
+        if self.writer is not None:
+            await self.writer.close()
+        if self.store is not None:
+            self.store.close()
 
     @staticmethod
     def warm_up() -> None:
@@ -128,9 +146,16 @@ class Measurer:
         if assembled is None or not assembled.usage:
             return {}
         usage = usage_from_ollama(assembled.usage) if ollama_native else usage_from_openai(assembled.usage)
-        self.calibration.observe(model, forwarded_raw_tokens, usage.prompt_tokens, partial=ollama_native)
+        ratio = self.calibration.observe(model, forwarded_raw_tokens, usage.prompt_tokens, partial=ollama_native)
+        if ratio is not None and self.writer is not None:
+            self.writer.put(ModelRatio(model, ratio))
         s = m.session
         self.sessions.record(s.agent_id, s.session_id, upstream_prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                              calibration=self.calibration.ratio(model))
         seen = {"upstream_prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens}
         return {k: v for k, v in seen.items() if v is not None}
+
+    def audit(self, m: Measurement, request_id: str, record: dict[str, Any]) -> None:
+        """Queue the audit record of a request (written in the background, once per request id)."""
+        if self.writer is not None:
+            self.writer.put(Audit(m.session.agent_id, m.session.session_id, request_id, record))

@@ -93,6 +93,7 @@ def _record(app: web.Application, ctx: RequestContext, tokens_after: int) -> Non
         "X-Ruyi-Tier": (outcome.report["tier_after"] if outcome is not None and ctx.mode == "on" else m.tier.value),
         "X-Ruyi-Window": str(m.window.tokens),
     })
+    measurer.sessions.flush()  # durable before forwarding: the session, its chain index, the decisions
 
 
 def _with_messages(dialect: Dialect, body: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]], ctx: RequestContext) -> dict[str, Any]:
@@ -105,12 +106,22 @@ def _with_messages(dialect: Dialect, body: dict[str, Any], before: list[dict[str
 
 
 def observe(request: web.Request, ctx: RequestContext) -> None:
-    """After the answer: calibrate and record the cached tokens the upstream reported."""
+    """After the answer: calibrate, record the cached tokens the upstream reported, queue the audit record."""
     m, assembled = ctx.measurement, ctx.facts.get("assembled")
-    if m is None or assembled is None:
+    if m is None:
         return
+    measurer = request.app[appkeys.MEASURER]
     try:
-        forwarded = m.raw_tokens if ctx.mode != "on" or ctx.pruning is None else m.raw_tokens - (m.tokens - ctx.pruning.tokens_after)
-        ctx.facts.update(request.app[appkeys.MEASURER].observe(m, ctx.model or "", forwarded, assembled, ctx.wire == "ollama"))
+        if assembled is not None:
+            forwarded = m.raw_tokens if ctx.mode != "on" or ctx.pruning is None else m.raw_tokens - (m.tokens - ctx.pruning.tokens_after)
+            ctx.facts.update(measurer.observe(m, ctx.model or "", forwarded, assembled, ctx.wire == "ollama"))
+        facts = ctx.facts
+        measurer.audit(m, ctx.request_id, {
+            "request_id": ctx.request_id, "model": ctx.model, "mode": ctx.mode, "session_how": m.how.value,
+            "est_before": m.tokens, "est_after": facts.get("tokens_after"), "tier": m.tier.value, "batch": facts.get("batch"),
+            "compaction": facts.get("batch") in ("applied", "economic", "overflow"), "overflow_retry": bool(facts.get("overflow_retry")),
+            "upstream_prompt_tokens": facts.get("upstream_prompt_tokens"), "cached_tokens": facts.get("cached_tokens"),
+            "latency_llm_ms": round(ctx.upstream_latency_ms, 2) if ctx.upstream_latency_ms is not None else None,
+        })
     except Exception:  # noqa: BLE001 - the answer is already on its way; never fail it here
         log.warning("observe_failed", request_id=ctx.request_id, exc_info=True)

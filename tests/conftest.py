@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,14 @@ from proxy.steps import default_steps
 from tests.fake_upstream import FakeUpstream, make_fake_app
 
 MakeProxy = Callable[..., Awaitable[TestServer]]
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own store (RUYI_DATA_DIR, inherited by the `ruyi` processes tests start)."""
+    path = tmp_path / "ruyi-data"
+    monkeypatch.setenv("RUYI_DATA_DIR", str(path))
+    return path
 
 
 @pytest.fixture
@@ -48,7 +58,7 @@ def config_for(upstream_url: str, kind: str = "openai", **sections: Any) -> Conf
             overrides.update({f"{section}.{k}": v for k, v in values.items()})
         else:
             overrides[section] = values
-    return load_config(None, {}, overrides)
+    return load_config(None, {"RUYI_DATA_DIR": os.environ.get("RUYI_DATA_DIR", "./.ruyi")}, overrides)
 
 
 @pytest.fixture

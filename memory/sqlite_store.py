@@ -1,0 +1,208 @@
+"""The SQLite backend of the store: one file under data_dir, WAL, tiny transactions; all of Ruyi's SQL lives here."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import astuple, fields
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memory.sqlite_schema import migrate
+from memory.store import (
+    Audit,
+    Background,
+    Changes,
+    ModelRatio,
+    Report,
+    SessionRecord,
+    StoredSession,
+    StoreError,
+    Usage,
+)
+
+log = structlog.get_logger(__name__)
+_COLUMNS = tuple(f.name for f in fields(SessionRecord))
+_UPSERT_SESSION = (
+    f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:])}"
+)
+_IN_LIST = "IN (SELECT value FROM json_each(?))"
+CHECKPOINT_BYTES = 4 << 20
+"""Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
+_PER_SESSION = ("chain", "links", "tips", "decisions", "refs", "reports", "audit", "sessions")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))  # ASCII: lone surrogates survive the round trip
+
+
+def _text(original: str) -> bytes:
+    return original.encode("utf-8", "surrogatepass")
+
+
+class SQLiteStore:
+    """The store in one SQLite file. Use it from one thread (the event loop's); only ``checkpoint``
+    may be called from another, on its own connection."""
+
+    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+        self.path = path
+        self.location = str(path)
+        self._timeout = busy_timeout_ms / 1000
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{path}: cannot open the database ({exc})") from None
+        try:
+            migrate(self._conn, path)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreError(f"{path}: cannot use the database ({exc})") from None
+        except BaseException:
+            self._conn.close()
+            raise
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self._checkpoint_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # durable against a crash of the process (not of the machine)
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run off the event loop (checkpoint())
+        conn.execute("PRAGMA temp_store = MEMORY")
+        return conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def write(self, changes: Changes) -> None:
+        with self._transaction() as c:
+            c.executemany(_UPSERT_SESSION, [astuple(r) for r in changes.sessions])
+            for chain in changes.chains:
+                key = (chain.agent_id, chain.session_id)
+                c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
+                c.executemany("INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
+            c.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
+            c.executemany("DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
+            c.executemany("INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
+            c.executemany(
+                "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
+                [(a, s, link, _json(body)) for a, s, link, body in changes.decisions],
+            )
+            c.executemany("INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs])
+            c.executemany(
+                f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",
+                [(child, a, parent, json.dumps(ids)) for a, parent, child, ids in changes.ref_copies],
+            )
+
+    def write_background(self, items: Sequence[Background]) -> None:
+        now = time.time()
+        reports = [i for i in items if isinstance(i, Report)]
+        with self._transaction() as c:
+            c.executemany("INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", [(r.agent_id, r.session_id, r.key, now, _json(r.body)) for r in reports])
+            for agent_id, session_id, keep in {(r.agent_id, r.session_id, r.keep) for r in reports}:
+                c.execute(
+                    "DELETE FROM reports WHERE rowid IN (SELECT rowid FROM reports WHERE agent_id = ? AND session_id = ? "
+                    "ORDER BY rowid DESC LIMIT -1 OFFSET ?)", (agent_id, session_id, keep),
+                )
+            c.executemany(
+                "UPDATE sessions SET upstream_prompt_tokens = coalesce(?, upstream_prompt_tokens), cached_tokens = coalesce(?, cached_tokens), "
+                "calibration = coalesce(?, calibration) WHERE agent_id = ? AND session_id = ?",
+                [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)],
+            )
+            c.executemany(
+                "INSERT OR IGNORE INTO audit VALUES (?, ?, ?, ?, ?)",
+                [(a.agent_id, a.session_id, a.request_id, now, _json(a.body)) for a in items if isinstance(a, Audit)],
+            )
+            c.executemany("INSERT OR REPLACE INTO model_calibration VALUES (?, ?, ?)", [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)])
+
+    def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
+        if not links:
+            return {}
+        sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link {_IN_LIST}"
+        return dict(self._conn.execute(sql, (agent_id, json.dumps(list(links)))).fetchall())
+
+    def find_tips(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
+        return self._find("tips", agent_id, links)
+
+    def find_links(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
+        return self._find("links", agent_id, links)
+
+    def load_session(self, agent_id: str, session_id: str, reports_max: int) -> StoredSession | None:
+        c, key = self._conn, (agent_id, session_id)
+        row = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE agent_id = ? AND session_id = ?", key).fetchone()
+        if row is None:
+            return None
+        links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
+        decisions = {link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)}
+        reports = [json.loads(b) for (b,) in c.execute(
+            "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (*key, reports_max))]
+        tip = bool(links) and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone() is not None
+        return StoredSession(SessionRecord(*row), links, decisions, reports[::-1], tip)
+
+    def session_ids(self, agent_id: str) -> list[str]:
+        rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
+        return [r[0] for r in rows]
+
+    def find_ref(self, agent_id: str, ref_id: str) -> str | None:
+        row = self._conn.execute("SELECT original FROM refs WHERE agent_id = ? AND ref_id = ? LIMIT 1", (agent_id, ref_id)).fetchone()
+        return bytes(row[0]).decode("utf-8", "surrogatepass") if row else None
+
+    def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+        rows = self._conn.execute("SELECT body FROM audit WHERE agent_id = ? AND session_id = ? ORDER BY rowid", (agent_id, session_id))
+        return [json.loads(b) for (b,) in rows]
+
+    def ratios(self) -> list[tuple[str, float]]:
+        return [(m, float(r)) for m, r in self._conn.execute("SELECT model, ratio FROM model_calibration ORDER BY updated_at, rowid")]
+
+    def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
+        gone = self._conn.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < ? LIMIT ?", (before, limit)).fetchall()
+        with self._transaction() as c:
+            for table in _PER_SESSION:
+                c.executemany(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", gone)
+        return [(a, s) for a, s in gone]
+
+    def compact(self, pages: int | None = None) -> int:
+        """Give up to ``pages`` free pages back to the file system (all by default); returns those left."""
+        self._conn.execute("PRAGMA incremental_vacuum" + (f"({int(pages)})" if pages else "")).fetchall()
+        return int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def checkpoint(self) -> None:
+        if self._wal_bytes() < CHECKPOINT_BYTES:
+            return
+        with self._checkpoint_lock:
+            if self._checkpoint_conn is None:
+                self._checkpoint_conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _wal_bytes(self) -> int:
+        try:
+            return self.path.with_name(self.path.name + "-wal").stat().st_size
+        except OSError:
+            return 0
+
+    def close(self) -> None:
+        with self._checkpoint_lock:
+            if self._checkpoint_conn is not None:
+                self._checkpoint_conn.close()
+                self._checkpoint_conn = None
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:  # another process holds it: the next start folds the log in
+            log.info("store_checkpoint_skipped", path=self.location, reason=str(exc))
+        self._conn.close()

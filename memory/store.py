@@ -1,0 +1,201 @@
+"""The store interface: sessions, their chain index, decisions, refs and background records, in plain types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+
+class StoreError(Exception):
+    """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where Ruyi keeps its durable state."""
+
+    backend: Literal["sqlite", "memory"] = "sqlite"
+    """``sqlite``: durable, under ``data_dir``; ``memory``: nothing survives a restart."""
+    data_dir: str = "./.ruyi"
+    """Directory of the database (``ruyi.db``), created on first start."""
+    sweep_interval_hours: float = 24.0
+    """How often expired sessions and refs are removed (also ``ruyi store vacuum``)."""
+    busy_timeout_ms: int = 5000
+    """How long a write waits for another process holding the database (``ruyi store vacuum``)."""
+    queue_max: int = 10_000
+    """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
+
+    def check(self) -> None:
+        if self.sweep_interval_hours <= 0:
+            raise ValueError("sweep_interval_hours must be positive")
+        if self.busy_timeout_ms < 0 or self.queue_max < 1:
+            raise ValueError("busy_timeout_ms must be >= 0 and queue_max >= 1")
+
+
+@dataclass
+class SessionRecord:
+    """A session's own facts (one row); its links, decisions and refs are kept beside it."""
+
+    agent_id: str
+    session_id: str
+    parent_id: str | None = None
+    created_at: float = 0.0
+    last_seen: float = 0.0
+    requests: int = 0
+    prompt_tokens: int | None = None
+    upstream_prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    tier: str | None = None
+    window: int | None = None
+    num_ctx: int | None = None
+    calibration: float | None = None
+    batch_retry_at: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """Everything needed to rebuild a session after a restart."""
+
+    record: SessionRecord
+    links: tuple[str, ...]
+    """Chain links of the session's latest request."""
+    decisions: dict[str, Any]
+    """Decisions by chain link."""
+    reports: list[dict[str, Any]]
+    """The latest DCP reports, oldest first."""
+    is_tip: bool
+    """Whether links[-1] still names this session in the tip index."""
+
+
+@dataclass(frozen=True)
+class ChainUpdate:
+    """A session's links from position ``start`` on are now ``links`` (the ones before are unchanged)."""
+
+    agent_id: str
+    session_id: str
+    start: int
+    links: tuple[str, ...]
+
+
+@dataclass
+class Changes:
+    """What must be durable before a request is forwarded: written in one transaction."""
+
+    sessions: list[SessionRecord] = field(default_factory=list)
+    chains: list[ChainUpdate] = field(default_factory=list)
+    links: list[tuple[str, str, str]] = field(default_factory=list)
+    """(agent, link, session): the session that last added a link (finds a branch's parent)."""
+    tips: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """(agent, link, session or None to remove): the session whose latest request ends at a link."""
+    decisions: list[tuple[str, str, str, Any]] = field(default_factory=list)
+    """(agent, session, link, decisions of that message)."""
+    refs: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """(agent, session, ref id, original text, secrets already redacted)."""
+    ref_copies: list[tuple[str, str, str, tuple[str, ...]]] = field(default_factory=list)
+    """(agent, from session, to session, ref ids): a child keeps the refs of the decisions it inherits."""
+
+    def __bool__(self) -> bool:
+        return any((self.sessions, self.chains, self.links, self.tips, self.decisions, self.refs, self.ref_copies))
+
+
+@dataclass(frozen=True)
+class Report:
+    """One DCP report (idempotent by ``key``: the request id, and whether it was the overflow retry)."""
+
+    agent_id: str
+    session_id: str
+    key: str
+    body: Mapping[str, Any]
+    keep: int = 100
+    """Reports kept per session; older ones go."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the upstream reported for a session's latest request."""
+
+    agent_id: str
+    session_id: str
+    upstream_prompt_tokens: int | None
+    cached_tokens: int | None
+    calibration: float | None
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The audit record of one request (idempotent by request id)."""
+
+    agent_id: str
+    session_id: str
+    request_id: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRatio:
+    """A model's calibration ratio (a property of the model, not of an agent: the one unkeyed record)."""
+
+    model: str
+    ratio: float
+
+
+Background = Report | Usage | Audit | ModelRatio
+
+
+class Store(Protocol):
+    """Durable state. Every call names the agent (and session) it concerns and sees nothing of other agents."""
+
+    location: str
+    """Where the data lives, for messages (a file path, a URL without its password)."""
+
+    def write(self, changes: Changes) -> None:
+        """Write the changes in one transaction."""
+
+    def write_background(self, items: Sequence[Background]) -> None:
+        """Write queued records in one transaction; a record written before is not written again."""
+
+    def find_tips(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
+        """Of these links, those that end some session's latest request: link → session."""
+
+    def find_links(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
+        """Of these links, those some session's requests held: link → the session that last added it."""
+
+    def load_session(self, agent_id: str, session_id: str, reports_max: int) -> StoredSession | None:
+        """One session of this agent, or None."""
+
+    def session_ids(self, agent_id: str) -> list[str]:
+        """This agent's sessions, most recently seen first."""
+
+    def find_ref(self, agent_id: str, ref_id: str) -> str | None:
+        """The original kept under a ref id, among this agent's sessions only."""
+
+    def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+        """A session's audit records, oldest first."""
+
+    def ratios(self) -> list[tuple[str, float]]:
+        """Calibration ratios by model, least recently updated first."""
+
+    def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
+        """Remove up to ``limit`` sessions last seen before ``before`` (with their refs, decisions, index
+        entries and records); returns the (agent, session) pairs removed."""
+
+    def compact(self, pages: int | None = None) -> int:
+        """Give up to ``pages`` pages of removed rows back (all by default); returns how many are left."""
+
+    def checkpoint(self) -> None:
+        """Housekeeping of the write path (SQLite: fold a grown write-ahead log into the database). Cheap when
+        there is nothing to do; made to run in a worker thread, beside the event loop's calls."""
+
+    def close(self) -> None:
+        """Close; later calls fail."""
+
+
+def open_store(options: StoreOptions) -> Store | None:
+    """The configured store, created and migrated (None for ``memory``). Raises StoreError."""
+    if options.backend == "memory":
+        return None
+    from memory.sqlite_store import SQLiteStore
+
+    return SQLiteStore(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)

@@ -1,0 +1,84 @@
+"""What the session registry changed since its last write to the store, kept as final states."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from memory.store import ChainUpdate, Changes, SessionRecord
+
+if TYPE_CHECKING:
+    from memory.session import Session
+
+_RECORD_FIELDS = tuple(f.name for f in fields(SessionRecord))
+
+
+def record_of(session: Session) -> SessionRecord:
+    """A session's own facts, as the store keeps them."""
+    return SessionRecord(**{name: getattr(session, name) for name in _RECORD_FIELDS})
+
+
+def ref_ids(decisions: Iterable[Any]) -> tuple[str, ...]:
+    """The ref ids named by decisions (each a list of {…, "ref_id": …} as the pruning layer makes them)."""
+    ids = []
+    for value in decisions:
+        for d in value if isinstance(value, list) else (value,):
+            if isinstance(d, Mapping) and isinstance(d.get("ref_id"), str):
+                ids.append(d["ref_id"])
+    return tuple(dict.fromkeys(ids))
+
+
+class Unsaved:
+    """Changes not yet in the store. Each entry holds the final state of its key, so a change made twice
+    before a write is written once, and a failed write is retried whole by the next one."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[tuple[str, str], Session] = {}
+        self.chain_from: dict[tuple[str, str], int] = {}
+        """Per session, the first position of its links that may differ from the stored ones."""
+        self.links: dict[tuple[str, str], str] = {}
+        self.tips: dict[tuple[str, str], str | None] = {}
+        self.decisions: set[tuple[str, str, str]] = set()
+        self.refs: dict[tuple[str, str, str], str] = {}
+        self.ref_copies: list[tuple[str, str, str, tuple[str, ...]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.sessions or self.links or self.tips or self.refs or self.ref_copies)
+
+    def session(self, session: Session) -> None:
+        self.sessions[(session.agent_id, session.session_id)] = session
+
+    def recorded(self, session: Session, decisions: Mapping[str, Any] | None, refs: Mapping[str, str] | None, row: bool) -> None:
+        """Note what `SessionRegistry.record` changed (``row``: the session's own facts)."""
+        key = (session.agent_id, session.session_id)
+        if row or decisions or refs:
+            self.sessions[key] = session
+        self.decisions.update((*key, link) for link in decisions or ())
+        self.refs.update({(*key, ref_id): original for ref_id, original in (refs or {}).items()})
+
+    def chain(self, session: Session, start: int) -> None:
+        key = (session.agent_id, session.session_id)
+        self.chain_from[key] = min(self.chain_from.get(key, start), start)
+        self.sessions[key] = session
+
+    def changes(self) -> Changes:
+        out = Changes(sessions=[record_of(s) for s in self.sessions.values()])
+        for key, start in self.chain_from.items():
+            out.chains.append(ChainUpdate(*key, start, self.sessions[key].links[start:]))
+        out.links = [(a, link, s) for (a, link), s in self.links.items()]
+        out.tips = [(a, link, s) for (a, link), s in self.tips.items()]
+        for a, s, link in self.decisions:
+            session = self.sessions.get((a, s))
+            decisions = session.decisions if session is not None else {}
+            if link in decisions:
+                out.decisions.append((a, s, link, decisions[link]))
+        out.refs = [(a, s, ref_id, original) for (a, s, ref_id), original in self.refs.items()]
+        out.ref_copies = list(self.ref_copies)
+        return out
+
+    def clear(self) -> None:
+        for table in (self.sessions, self.chain_from, self.links, self.tips, self.refs):
+            table.clear()
+        self.decisions.clear()
+        self.ref_copies.clear()
