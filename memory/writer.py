@@ -51,7 +51,9 @@ class Writer:
         self._idle.clear()
         self._wake.set()
 
-    def __len__(self) -> int:
+    @property
+    def pending(self) -> int:
+        """Records queued and not yet written."""
         return len(self._items)
 
     async def drain(self) -> None:

@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``config check``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from config.load import effective_yaml, load_config
 from config.validate import ConfigError
+from memory.store import StoreError
 
 
 def ruyi_version() -> str:
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
+    store = sub.add_parser("store", help="maintain the store (sessions, decisions, refs under store.data_dir)")
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION")
+    vacuum = store_sub.add_parser(
+        "vacuum", help="remove sessions and refs unseen for sessions.ttl_days and give the space back",
+        description="Remove sessions (with their decisions, refs, reports and audit records) unseen for sessions.ttl_days, "
+        "then give the freed space back. Safe while Ruyi runs; Ruyi also does this every store.sweep_interval_hours.",
+    )
+    vacuum.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     return parser
 
 
@@ -60,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config" and args.config_command == "check":
             print(effective_yaml(load_config(args.file, os.environ)), end="")
             return 0
+        if args.command == "store" and args.store_command == "vacuum":
+            return _vacuum(args)
     except ConfigError as exc:
         print(f"ruyi: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"ruyi: store error: {exc}", file=sys.stderr)
         return 2
     parser.print_help()
     return 2
@@ -78,6 +92,24 @@ def _serve(args: argparse.Namespace) -> int:
     }
     config = load_config(args.config, os.environ, overrides)
     serve(config)
+    return 0
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    from memory.sessions import SessionRegistry
+    from memory.store import open_store
+    from memory.sweep import sweep
+
+    config = load_config(args.config, os.environ)
+    store = open_store(config.store)
+    if store is None:
+        print("ruyi: store.backend is memory: nothing is kept, nothing to vacuum")
+        return 0
+    try:
+        removed = sweep(SessionRegistry(config.sessions, store=store))
+    finally:
+        store.close()
+    print(f"removed {removed} session(s) unseen for {config.sessions.ttl_days:g} days from {store.location}")
     return 0
 
 

@@ -79,7 +79,7 @@ class Measurer:
         self.fingerprinter = Fingerprinter()
         self.counter = TokenCounter(config.tokens)
         self.calibration = Calibration(config.calibration)
-        self.sessions = SessionRegistry(config.sessions, store=store, queue=writer.put if writer else None,
+        self.sessions = SessionRegistry(config.sessions, store=store, queue=writer.put if writer is not None else None,
                                         reports_max=config.pruning.reports_kept)
         if store is not None:
             self.calibration.restore(store.ratios())

@@ -115,11 +115,11 @@ def observe(request: web.Request, ctx: RequestContext) -> None:
         if assembled is not None:
             forwarded = m.raw_tokens if ctx.mode != "on" or ctx.pruning is None else m.raw_tokens - (m.tokens - ctx.pruning.tokens_after)
             ctx.facts.update(measurer.observe(m, ctx.model or "", forwarded, assembled, ctx.wire == "ollama"))
-        facts = ctx.facts
+        facts, batch = ctx.facts, (ctx.facts.get("dcp") or {}).get("batch")
         measurer.audit(m, ctx.request_id, {
             "request_id": ctx.request_id, "model": ctx.model, "mode": ctx.mode, "session_how": m.how.value,
-            "est_before": m.tokens, "est_after": facts.get("tokens_after"), "tier": m.tier.value, "batch": facts.get("batch"),
-            "compaction": facts.get("batch") in ("applied", "economic", "overflow"), "overflow_retry": bool(facts.get("overflow_retry")),
+            "est_before": m.tokens, "est_after": facts.get("tokens_after"), "tier": m.tier.value, "batch": batch,
+            "compaction": batch in ("applied", "economic", "overflow"), "overflow_retry": bool(facts.get("overflow_retry")),
             "upstream_prompt_tokens": facts.get("upstream_prompt_tokens"), "cached_tokens": facts.get("cached_tokens"),
             "latency_llm_ms": round(ctx.upstream_latency_ms, 2) if ctx.upstream_latency_ms is not None else None,
         })

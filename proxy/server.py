@@ -19,7 +19,11 @@ def serve(config: Config) -> None:
     log = structlog.get_logger("ruyi")
     Measurer.warm_up()
     app = make_app(config, default_steps(config))
-    log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url)
+
+    async def serving(_: web.Application) -> None:  # after start-up opened the store (which may refuse)
+        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url)
+
+    app.on_startup.append(serving)
     web.run_app(
         app,
         host=config.server.host,
