@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from strategies.classify import ClassifyState, ToolAction, classify, observe
-from strategies.protection import protected_indices
+from strategies.protection import cites_anchor, protected_indices
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
@@ -47,6 +47,8 @@ class Conversation:
     turns: int
     calls: tuple[Call, ...]
     protected: frozenset[int] = field(default_factory=frozenset)
+    anchored: frozenset[int] | None = None
+    """Messages citing an anchor, found once per analysis (None: not looked for yet)."""
 
     def output(self, call: Call) -> str | None:
         return self.texts[call.result] if call.result is not None else None
@@ -105,7 +107,9 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
     calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
-    conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls)
+    anchored = (frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(texts[i], m))
+                if ctx.protection.anchor_protection else frozenset())
+    conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls, anchored=anchored)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 

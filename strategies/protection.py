@@ -64,9 +64,10 @@ def protected_indices(conversation: Conversation, protected_turns: int, options:
         start = assistants[-protected_turns] if len(assistants) >= protected_turns else 0
         protected.update(range(start, len(messages)))
     if options.anchor_protection:
-        for index, message in enumerate(messages):
-            if index not in protected and _cites_anchor(conversation.texts[index], message):
-                protected.add(index)
+        anchored = conversation.anchored
+        if anchored is None:
+            anchored = frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(conversation.texts[i], m))
+        protected |= anchored
     patterns = _pattern(tuple(options.protected_patterns))
     tools = frozenset(options.protected_tools)
     for call in conversation.calls:
@@ -84,7 +85,7 @@ def _anchored(text: str) -> bool:
     return ANCHOR.search(text) is not None
 
 
-def _cites_anchor(text: str | None, message: dict[str, object]) -> bool:
+def cites_anchor(text: str | None, message: dict[str, object]) -> bool:
     if text and _anchored(text):
         return True
     tool_calls = message.get("tool_calls")
