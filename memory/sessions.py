@@ -19,6 +19,9 @@ from memory.unsaved import Unsaved, ref_ids
 
 log = structlog.get_logger(__name__)
 
+_RECENT = 4
+"""Links looked up first in the store, from a request's end (then all the others at once)."""
+
 
 class _AgentSessions:
     """One agent's sessions in memory and the indexes that find them by chain link."""
@@ -56,7 +59,7 @@ class SessionRegistry:
         self._lru: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._unsaved = Unsaved()
         self.reports_max = reports_max
-        """Reports read back with a session from the store."""
+        """Reports kept per session (in memory, and read back from the store by `reports`)."""
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -190,10 +193,18 @@ class SessionRegistry:
             self.flush()
             for sid in self.store.session_ids(agent_id):
                 if sid not in found:
-                    stored = self.store.load_session(agent_id, sid, self.reports_max)
+                    stored = self.store.load_session(agent_id, sid)
                     if stored is not None:
                         found[sid] = _restored(stored)
         return sorted(found.values(), key=lambda s: -s.last_seen)
+
+    def reports(self, agent_id: str, session_id: str) -> list[dict[str, Any]] | None:
+        """A session's latest DCP reports, oldest first (from the store, which keeps them across restarts:
+        drain the background queue first to include the newest); None if the agent has no such session."""
+        session = self.get(agent_id, session_id)
+        if session is None:
+            return None
+        return session.reports if self.store is None else self.store.reports(agent_id, session_id, self.reports_max)
 
     def agents(self) -> Iterator[str]:
         """Agents with at least one session in memory."""
@@ -232,16 +243,18 @@ class SessionRegistry:
         if self.store is None:
             return best
         start = best[0] + 1 if best is not None else low
-        rest = links[start:]
-        if not rest:
-            return best
-        stored = self.store.find_tips(agent_id, rest) if tips else self.store.find_links(agent_id, rest)
-        for j in range(len(rest) - 1, -1, -1):
-            key = (agent_id, rest[j])
-            sid = unsaved[key] if key in unsaved else stored.get(rest[j])
-            session = self.get(agent_id, sid) if sid is not None else None
-            if session is not None:
-                return start + j, session
+        find = self.store.find_tips if tips else self.store.find_links
+        end = len(links)
+        while end > start:  # the newest few links first: a continuing request matches there
+            first = max(start, end - _RECENT if end == len(links) else start)
+            stored = find(agent_id, links[first:end])
+            for j in range(end - 1, first - 1, -1):
+                key = (agent_id, links[j])
+                sid = unsaved[key] if key in unsaved else stored.get(links[j])
+                session = self.get(agent_id, sid) if sid is not None else None
+                if session is not None:
+                    return j, session
+            end = first
         return best
 
     def _load(self, agent_id: str, session_id: str) -> Session | None:
@@ -250,7 +263,7 @@ class SessionRegistry:
         session = self._unsaved.sessions.get((agent_id, session_id))
         stored = None
         if session is None and self.store is not None:
-            stored = self.store.load_session(agent_id, session_id, self.reports_max)
+            stored = self.store.load_session(agent_id, session_id)
             session = _restored(stored) if stored is not None else None
         if session is None:
             return None
@@ -289,7 +302,7 @@ class SessionRegistry:
             del agent.tips[session.links[-1]]
             if keep:
                 self._unsaved.tips[(agent_id, session.links[-1])] = None
-        known = chain.shared_prefix(session.links)
+        known, before = chain.shared_prefix(session.links), len(session.links)
         for link in chain.links[known:]:
             agent.links[link] = sid
             if keep:
@@ -302,7 +315,7 @@ class SessionRegistry:
         session.requests += 1
         session.last_seen = self._clock()
         if keep:
-            self._unsaved.chain(session, known)
+            self._unsaved.chain(session, known, before)
         self._lru[(agent_id, sid)] = None
         self._lru.move_to_end((agent_id, sid))
         return Resolution(session, how, shared, len(chain.links) - shared)
@@ -323,4 +336,4 @@ class SessionRegistry:
 
 def _restored(stored: StoredSession) -> Session:
     """A session rebuilt from the store."""
-    return Session(**vars(stored.record), links=stored.links, decisions=stored.decisions, reports=stored.reports)
+    return Session(**vars(stored.record), links=stored.links, decisions=stored.decisions)

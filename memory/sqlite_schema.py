@@ -22,7 +22,6 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent_id, session_id)
     ) WITHOUT ROWID;
     CREATE INDEX sessions_by_last_seen ON sessions (last_seen);
-    CREATE INDEX sessions_by_agent ON sessions (agent_id, last_seen);
     CREATE TABLE chain (
         agent_id TEXT NOT NULL, session_id TEXT NOT NULL, pos INTEGER NOT NULL, link TEXT NOT NULL,
         PRIMARY KEY (agent_id, session_id, pos)
@@ -36,7 +35,6 @@ MIGRATIONS: tuple[str, ...] = (
         agent_id TEXT NOT NULL, link TEXT NOT NULL, session_id TEXT NOT NULL,
         PRIMARY KEY (agent_id, link)
     ) WITHOUT ROWID;
-    CREATE INDEX tips_by_session ON tips (agent_id, session_id);
     CREATE TABLE decisions (
         agent_id TEXT NOT NULL, session_id TEXT NOT NULL, link TEXT NOT NULL, body TEXT NOT NULL,
         UNIQUE (agent_id, session_id, link)

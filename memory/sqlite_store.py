@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import astuple, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,18 @@ _UPSERT_SESSION = (
     f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:])}"
 )
 _IN_LIST = "IN (SELECT value FROM json_each(?))"
+_POINT_LOOKUPS = 4
 CHECKPOINT_BYTES = 4 << 20
 """Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
-_PER_SESSION = ("chain", "links", "tips", "decisions", "refs", "reports", "audit", "sessions")
+_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", "sessions")
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))  # ASCII: lone surrogates survive the round trip
+
+
+def _row(record: SessionRecord) -> tuple[Any, ...]:
+    return tuple(getattr(record, name) for name in _COLUMNS)  # not dataclasses.astuple: it deep-copies
 
 
 def _text(original: str) -> bytes:
@@ -92,10 +97,11 @@ class SQLiteStore:
 
     def write(self, changes: Changes) -> None:
         with self._transaction() as c:
-            c.executemany(_UPSERT_SESSION, [astuple(r) for r in changes.sessions])
+            c.executemany(_UPSERT_SESSION, [_row(r) for r in changes.sessions])
             for chain in changes.chains:
                 key = (chain.agent_id, chain.session_id)
-                c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
+                if chain.replaces:
+                    c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
                 c.executemany("INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
             c.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
             c.executemany("DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
@@ -132,8 +138,10 @@ class SQLiteStore:
             c.executemany("INSERT OR REPLACE INTO model_calibration VALUES (?, ?, ?)", [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)])
 
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
-        if not links:
-            return {}
+        if len(links) <= _POINT_LOOKUPS:  # the usual case (the messages since the last request): cheaper one by one
+            sql = f"SELECT session_id FROM {table} WHERE agent_id = ? AND link = ?"
+            found = ((link, self._conn.execute(sql, (agent_id, link)).fetchone()) for link in links)
+            return {link: row[0] for link, row in found if row is not None}
         sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link {_IN_LIST}"
         return dict(self._conn.execute(sql, (agent_id, json.dumps(list(links)))).fetchall())
 
@@ -143,17 +151,20 @@ class SQLiteStore:
     def find_links(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         return self._find("links", agent_id, links)
 
-    def load_session(self, agent_id: str, session_id: str, reports_max: int) -> StoredSession | None:
+    def load_session(self, agent_id: str, session_id: str) -> StoredSession | None:
         c, key = self._conn, (agent_id, session_id)
         row = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE agent_id = ? AND session_id = ?", key).fetchone()
         if row is None:
             return None
         links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
         decisions = {link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)}
-        reports = [json.loads(b) for (b,) in c.execute(
-            "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (*key, reports_max))]
         tip = bool(links) and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone() is not None
-        return StoredSession(SessionRecord(*row), links, decisions, reports[::-1], tip)
+        return StoredSession(SessionRecord(*row), links, decisions, tip)
+
+    def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
+        rows = self._conn.execute(
+            "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit))
+        return [json.loads(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
         rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
@@ -173,6 +184,10 @@ class SQLiteStore:
     def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
         gone = self._conn.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < ? LIMIT ?", (before, limit)).fetchall()
         with self._transaction() as c:
+            c.executemany(  # a session's only tip is its last link: no index by session needed
+                "DELETE FROM tips WHERE agent_id = ? AND session_id = ? AND link = "
+                "(SELECT link FROM chain WHERE agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)", gone)
+            c.executemany("DELETE FROM chain WHERE agent_id = ? AND session_id = ?", gone)
             for table in _PER_SESSION:
                 c.executemany(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", gone)
         return [(a, s) for a, s in gone]

@@ -63,8 +63,6 @@ class StoredSession:
     """Chain links of the session's latest request."""
     decisions: dict[str, Any]
     """Decisions by chain link."""
-    reports: list[dict[str, Any]]
-    """The latest DCP reports, oldest first."""
     is_tip: bool
     """Whether links[-1] still names this session in the tip index."""
 
@@ -77,6 +75,8 @@ class ChainUpdate:
     session_id: str
     start: int
     links: tuple[str, ...]
+    replaces: bool = True
+    """Whether the store may hold positions from ``start`` on (they go first); False when the chain only grew."""
 
 
 @dataclass
@@ -162,8 +162,11 @@ class Store(Protocol):
     def find_links(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         """Of these links, those some session's requests held: link → the session that last added it."""
 
-    def load_session(self, agent_id: str, session_id: str, reports_max: int) -> StoredSession | None:
+    def load_session(self, agent_id: str, session_id: str) -> StoredSession | None:
         """One session of this agent, or None."""
+
+    def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
+        """A session's latest reports, oldest first."""
 
     def session_ids(self, agent_id: str) -> list[str]:
         """This agent's sessions, most recently seen first."""

@@ -37,6 +37,8 @@ class Unsaved:
         self.sessions: dict[tuple[str, str], Session] = {}
         self.chain_from: dict[tuple[str, str], int] = {}
         """Per session, the first position of its links that may differ from the stored ones."""
+        self.chain_stored: dict[tuple[str, str], int] = {}
+        """Per session, how many links the store held when the first unsaved change began."""
         self.links: dict[tuple[str, str], str] = {}
         self.tips: dict[tuple[str, str], str | None] = {}
         self.decisions: set[tuple[str, str, str]] = set()
@@ -57,15 +59,17 @@ class Unsaved:
         self.decisions.update((*key, link) for link in decisions or ())
         self.refs.update({(*key, ref_id): original for ref_id, original in (refs or {}).items()})
 
-    def chain(self, session: Session, start: int) -> None:
+    def chain(self, session: Session, start: int, before: int) -> None:
+        """The session's links changed from position `start` on; it had `before` links until then."""
         key = (session.agent_id, session.session_id)
+        self.chain_stored.setdefault(key, before)
         self.chain_from[key] = min(self.chain_from.get(key, start), start)
         self.sessions[key] = session
 
     def changes(self) -> Changes:
         out = Changes(sessions=[record_of(s) for s in self.sessions.values()])
         for key, start in self.chain_from.items():
-            out.chains.append(ChainUpdate(*key, start, self.sessions[key].links[start:]))
+            out.chains.append(ChainUpdate(*key, start, self.sessions[key].links[start:], start < self.chain_stored[key]))
         out.links = [(a, link, s) for (a, link), s in self.links.items()]
         out.tips = [(a, link, s) for (a, link), s in self.tips.items()]
         for a, s, link in self.decisions:
@@ -78,7 +82,7 @@ class Unsaved:
         return out
 
     def clear(self) -> None:
-        for table in (self.sessions, self.chain_from, self.links, self.tips, self.refs):
+        for table in (self.sessions, self.chain_from, self.chain_stored, self.links, self.tips, self.refs):
             table.clear()
         self.decisions.clear()
         self.ref_copies.clear()

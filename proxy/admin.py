@@ -55,13 +55,15 @@ async def get_session(request: web.Request) -> web.Response:
 
 async def session_report(request: web.Request) -> web.Response:
     """The session's DCP reports (JSON), or the seed's markdown report with ``?format=markdown``."""
-    agent = _agent(request)
-    session = request.app[appkeys.MEASURER].sessions.get(agent, request.match_info["session_id"])
-    if session is None:
+    agent, session_id = _agent(request), request.match_info["session_id"]
+    measurer = request.app[appkeys.MEASURER]
+    await measurer.drain()
+    reports = measurer.sessions.reports(agent, session_id)
+    if reports is None:
         raise ProxyError(404, "session_not_found", "no such session for this agent")
     if request.query.get("format") == "markdown":
-        return web.Response(text=markdown(session.session_id, session.reports), content_type="text/markdown")
-    return web.json_response({"session_id": session.session_id, "summary": summarize(session.reports), "reports": session.reports})
+        return web.Response(text=markdown(session_id, reports), content_type="text/markdown")
+    return web.json_response({"session_id": session_id, "summary": summarize(reports), "reports": reports})
 
 
 async def get_ref(request: web.Request) -> web.Response:

@@ -85,6 +85,11 @@ class Measurer:
             self.calibration.restore(store.ratios())
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
 
+    async def drain(self) -> None:
+        """Wait until what is queued for the store is written (before reading it back)."""
+        if self.writer is not None:
+            await self.writer.drain()
+
     async def close(self) -> None:
         """Write what is unsaved, drain the background queue, close the store (graceful shutdown)."""
         self.sessions.flush()

@@ -49,10 +49,10 @@ async def test_fifty_concurrent_sessions_lose_nothing(upstream: TestServer, fake
     rewrites = 0
     for agent, reqs in work.items():
         (sid,) = store.session_ids(agent)
-        stored = store.load_session(agent, sid, 100)
+        stored = store.load_session(agent, sid)
         assert stored is not None and stored.record.requests == len(reqs)
         assert [a["request_id"] for a in store.audit(agent, sid)] == [f"{agent}:{i}" for i in range(len(reqs))]
-        assert [r["request_id"] for r in stored.reports] == [f"{agent}:{i}" for i in range(len(reqs))]
+        assert [r["request_id"] for r in store.reports(agent, sid, 100)] == [f"{agent}:{i}" for i in range(len(reqs))]
         for request_id, body in sent:
             if request_id.startswith(agent + ":"):
                 changed = rewritten_links(reqs[int(request_id.split(":")[1])], json.loads(body)["messages"])

@@ -83,7 +83,7 @@ async def test_a_write_burst_killed_leaves_every_forwarded_decision_stored(upstr
         changed = rewritten_links(original, json.loads(body)["messages"])
         stored: dict[str, Any] = {}
         for sid in store.session_ids(agent):
-            stored.update(store.load_session(agent, sid, 0).decisions)  # type: ignore[union-attr]
+            stored.update(store.load_session(agent, sid).decisions)  # type: ignore[union-attr]
         assert set(changed) <= set(stored), f"{request_id}: forwarded a rewrite whose decision is not stored"
         checked += len(changed)
     assert checked > 20, "the burst rewrote messages"
@@ -122,5 +122,5 @@ def test_store_vacuum_removes_what_is_older_than_ttl(tmp_path: Path, days: int) 
     gone = days > 14
     assert f"removed {int(gone)} session(s) unseen for 14 days" in res.stdout
     store = SQLiteStore(data / "ruyi.db")
-    assert (store.load_session("a", s.session_id, 0) is None) == gone
+    assert (store.load_session("a", s.session_id) is None) == gone
     assert (store.find_ref("a", "r1") is None) == gone

@@ -45,6 +45,8 @@ async def check_isolated(url: str, mine: dict[str, tuple[str, set[str]]]) -> Non
             status, listed = await get(http, f"{url}/ruyi/v1/sessions", agent)
             assert status == 200 and [s["session_id"] for s in listed["sessions"]] == [session]
             assert (await get(http, f"{url}/ruyi/v1/sessions/{session}", agent))[0] == 200
+            status, report = await get(http, f"{url}/ruyi/v1/sessions/{session}/report", agent)
+            assert status == 200 and len(report["reports"]) == 10
             assert (await get(http, f"{url}/ruyi/v1/sessions/{other_session}", agent))[0] == 404
             assert (await get(http, f"{url}/ruyi/v1/sessions/{other_session}/report", agent))[0] == 404
             for ref in refs:

@@ -131,7 +131,7 @@ def test_a_failed_write_fails_open_and_is_retried(tmp_path: Path) -> None:
     assert registry.flush() is False and s.requests == 1
     other.execute("ROLLBACK")
     assert registry.flush() is True
-    assert SQLiteStore(path).load_session("a", s.session_id, 10) is not None
+    assert SQLiteStore(path).load_session("a", s.session_id) is not None
 
 
 def test_reports_and_usage_go_to_the_queue(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def test_created_in_wal_mode_at_the_latest_version_and_reopened_as_is(tmp_path: 
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
     again = SQLiteStore(path)
-    assert again.load_session("a", "s1", 10) is not None
+    assert again.load_session("a", "s1") is not None
 
 
 def test_a_newer_database_is_refused_naming_the_file_and_both_versions(tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_chain_index_and_chain_updates(tmp_path: Path) -> None:
     assert store.find_links("a", ["l0", "zz"]) == {"l0": "s1"}
     assert store.find_tips("b", ["l2"]) == {} and store.find_links("b", ["l0"]) == {}
     store.write(Changes(chains=[ChainUpdate("a", "s1", 1, ("m1",))], tips=[("a", "l2", None), ("a", "m1", "s1")]))
-    stored = store.load_session("a", "s1", 10)
+    stored = store.load_session("a", "s1")
     assert stored is not None and stored.links == ("l0", "m1") and stored.is_tip
     assert store.find_tips("a", ["l2", "m1"]) == {"m1": "s1"}
 
@@ -84,8 +84,9 @@ def test_background_records_are_written_once(tmp_path: Path) -> None:
     store.write_background([Report("a", "s1", f"req-{i}", {"n": i}, keep=3) for i in range(2, 6)])
     store.write_background([Usage("a", "s1", 990, 512, 1.05), Usage("a", "s1", None, None, None), ModelRatio("gpt-4o", 1.25)])
     assert store.audit("a", "s1") == [{"est_before": 10}]
-    stored = store.load_session("a", "s1", 10)
-    assert stored is not None and [r["n"] for r in stored.reports] == [3, 4, 5]  # the newest `keep`
+    assert [r["n"] for r in store.reports("a", "s1", 10)] == [3, 4, 5]  # the newest `keep`
+    stored = store.load_session("a", "s1")
+    assert stored is not None
     assert (stored.record.upstream_prompt_tokens, stored.record.cached_tokens, stored.record.calibration) == (990, 512, 1.05)
     assert store.ratios() == [("gpt-4o", 1.25)]
 
@@ -96,7 +97,7 @@ def test_expire_removes_a_session_with_everything_it_owns(tmp_path: Path) -> Non
     a_session(store, sid="new", last_seen=900.0)
     store.write_background([Report("a", "old", "k", {}), Audit("a", "old", "k", {})])
     assert store.expire(500.0, 10) == [("a", "old")]
-    assert store.load_session("a", "old", 10) is None and store.audit("a", "old") == []
+    assert store.load_session("a", "old") is None and store.audit("a", "old") == []
     assert store.session_ids("a") == ["new"] and store.find_ref("a", "r1") == "original text"  # new's own copy
     assert store.find_tips("a", ["l2"]) == {"l2": "new"}
     assert store.compact() == 0
