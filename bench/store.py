@@ -15,7 +15,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,8 @@ class Side:
 def run(config: Config, data_dir: Path, window: int, traces: list[Path]) -> tuple[Timings, Timings, list[float]]:
     from proxy.replay import load_trace, request_ends
 
-    memory, stored = {"no batch": [], "batch": []}, {"no batch": [], "batch": []}
+    memory: Timings = {"no batch": [], "batch": []}
+    stored: Timings = {"no batch": [], "batch": []}
     restarts: list[float] = []
     counter = TokenCounter(config.tokens)
     queued: list[Background] = []
@@ -111,7 +111,9 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def table(memory: Timings, stored: Timings, restarts: list[float]) -> str:
-    fmt: Callable[[float], str] = lambda ms: f"{ms:.3f}"  # noqa: E731
+    def fmt(ms: float) -> str:
+        return f"{ms:.3f}"
+
     rows = ["| request | n | in memory, median ms | with the store, median ms | added, median ms | added, p90 ms | target |",
             "|---|---|---|---|---|---|---|"]
     for kind, target in (("no batch", "< 1 ms"), ("batch", "< 5 ms")):

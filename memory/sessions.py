@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 
 from memory.chain import MessageChain
+from memory.chain_index import find_session
 from memory.identity import AGENT_HEADER, SESSION_HEADER, agent_id_for, session_header  # noqa: F401 - re-exported
 from memory.session import How, Resolution, Session, SessionOptions
 from memory.store import Background, Report, Store, StoredSession, Usage
@@ -19,8 +20,6 @@ from memory.unsaved import Unsaved, ref_ids
 
 log = structlog.get_logger(__name__)
 
-_RECENT = 4
-"""Links looked up first in the store, from a request's end (then all the others at once)."""
 
 
 class _AgentSessions:
@@ -142,7 +141,7 @@ class SessionRegistry:
         if report is not None:
             session.reports.append(dict(report))
             del session.reports[:-reports_max]
-        if refs:
+        if refs and self.store is None:  # with a store, originals live there only (find_ref reads them)
             session.refs.update(refs)
         reported = upstream_prompt_tokens is not None or cached_tokens is not None
         if self.store is not None:  # a record carrying only what the upstream reported goes to the queue
@@ -185,6 +184,14 @@ class SessionRegistry:
         session = agent.sessions.get(session_id) if agent else None
         return session if session is not None or self.store is None else self._load(agent_id, session_id)
 
+    def reports(self, agent_id: str, session_id: str) -> list[dict[str, Any]] | None:
+        """A session's latest DCP reports, oldest first (from the store, which keeps them across restarts:
+        drain the background queue first to include the newest); None if the agent has no such session."""
+        session = self.get(agent_id, session_id)
+        if session is None:
+            return None
+        return session.reports if self.store is None else self.store.reports(agent_id, session_id, self.reports_max)
+
     def list(self, agent_id: str) -> list[Session]:
         """An agent's sessions, most recently seen first."""
         agent = self._agents.get(agent_id)
@@ -197,14 +204,6 @@ class SessionRegistry:
                     if stored is not None:
                         found[sid] = _restored(stored)
         return sorted(found.values(), key=lambda s: -s.last_seen)
-
-    def reports(self, agent_id: str, session_id: str) -> list[dict[str, Any]] | None:
-        """A session's latest DCP reports, oldest first (from the store, which keeps them across restarts:
-        drain the background queue first to include the newest); None if the agent has no such session."""
-        session = self.get(agent_id, session_id)
-        if session is None:
-            return None
-        return session.reports if self.store is None else self.store.reports(agent_id, session_id, self.reports_max)
 
     def agents(self) -> Iterator[str]:
         """Agents with at least one session in memory."""
@@ -229,51 +228,29 @@ class SessionRegistry:
 
     def _find(self, agent_id: str, index: dict[str, str], unsaved: Mapping[tuple[str, str], str | None],
               links: Sequence[str], low: int, *, tips: bool) -> tuple[int, Session] | None:
-        """The highest i >= low whose link names a session in an index: memory first, then the store
-        (with unsaved changes laid over it) for the links past memory's answer."""
-        best: tuple[int, Session] | None = None
-        for i in range(len(links) - 1, low - 1, -1):
-            sid = index.get(links[i])
-            session = self.get(agent_id, sid) if sid is not None else None
-            if session is not None:
-                best = (i, session)
-                break
-            if sid is not None:
-                del index[links[i]]  # its session is gone (expired)
-        if self.store is None:
-            return best
-        start = best[0] + 1 if best is not None else low
-        find = self.store.find_tips if tips else self.store.find_links
-        end = len(links)
-        while end > start:  # the newest few links first: a continuing request matches there
-            first = max(start, end - _RECENT if end == len(links) else start)
-            stored = find(agent_id, links[first:end])
-            for j in range(end - 1, first - 1, -1):
-                key = (agent_id, links[j])
-                sid = unsaved[key] if key in unsaved else stored.get(links[j])
-                session = self.get(agent_id, sid) if sid is not None else None
-                if session is not None:
-                    return j, session
-            end = first
-        return best
+        store = self.store
+        lookup = None if store is None else store.find_tips if tips else store.find_links
+        return find_session(agent_id, links, low, index, unsaved, lookup, lambda sid: self.get(agent_id, sid))
 
     def _load(self, agent_id: str, session_id: str) -> Session | None:
-        """Read a session back into memory: from the unsaved changes (dropped from memory before its
-        write) or from the store."""
+        """Read a session back into memory (with its tip, if it still holds it): from the unsaved
+        changes (dropped from memory before its write) or from the store."""
+        assert self.store is not None
         session = self._unsaved.sessions.get((agent_id, session_id))
-        stored = None
-        if session is None and self.store is not None:
-            stored = self.store.load_session(agent_id, session_id)
-            session = _restored(stored) if stored is not None else None
+        stored = self.store.load_session(agent_id, session_id) if session is None else None
+        session = _restored(stored) if stored is not None else session
         if session is None:
             return None
         agent = self._agents.setdefault(agent_id, _AgentSessions())
         agent.sessions[session_id] = session
         if session.links:
-            key = (agent_id, session.links[-1])
-            is_tip = self._unsaved.tips.get(key) == session_id if key in self._unsaved.tips else stored is None or stored.is_tip
+            tip = session.links[-1]
+            if (agent_id, tip) in self._unsaved.tips:
+                is_tip = self._unsaved.tips[(agent_id, tip)] == session_id
+            else:
+                is_tip = stored.is_tip if stored is not None else self.store.find_tips(agent_id, [tip]).get(tip) == session_id
             if is_tip:
-                agent.tips[session.links[-1]] = session_id
+                agent.tips[tip] = session_id
         self._remember(agent_id, session_id)
         return session
 

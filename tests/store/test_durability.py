@@ -16,7 +16,13 @@ from aiohttp.test_utils import TestServer
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream
 from tests.know.traces import load, requests_of, trace_files
-from tests.store.ruyi_process import RuyiProcess, forwarded, replay, rewritten_links, wait_for
+from tests.store.ruyi_process import (
+    RuyiProcess,
+    forwarded,
+    replay,
+    rewritten_links,
+    wait_for,
+)
 
 TRACE = trace_files()[3]  # 43 requests; sticky decisions from request 23 on at this window
 CONFIG = {"window": {"models": {"gpt-4o*": 8000}}}
@@ -89,7 +95,7 @@ async def test_a_write_burst_killed_leaves_every_forwarded_decision_stored(upstr
     assert checked > 20, "the burst rewrote messages"
 
 
-async def test_a_newer_database_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+def test_a_newer_database_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
     data = tmp_path / "newer"
     data.mkdir()
     conn = sqlite3.connect(data / "ruyi.db")

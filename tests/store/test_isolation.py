@@ -17,7 +17,7 @@ from tests.conftest import base_url, config_for
 from tests.fake_upstream import FakeUpstream
 from tests.know.traces import load, requests_of, trace_files
 
-CONFIG = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
+CONFIG: dict[str, Any] = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
 REF = re.compile(r"\bref (r[0-9a-f]{12})\b")
 GUESSES = ["0000000000000000", "*", "%", "' OR '1'='1", "..%2F..%2Fetc", "default", "a", secrets.token_hex(8)]
 

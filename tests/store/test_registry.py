@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,51 @@ def test_decisions_are_copies_in_memory_and_equal_after_reload(tmp_path: Path) -
     again = durable(tmp_path / "r.db")
     assert again.get("a", s.session_id).decisions == {s.links[0]: decision}  # type: ignore[union-attr]
     assert again.find_ref("a", "r") == "orig \udc80"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_histories_resolve_alike_with_restarts_and_a_tiny_cache(tmp_path: Path, seed: int) -> None:
+    """Continuations, rewinds, rewritten histories, explicit session ids, two agents: a registry over the
+    store that restarts at random and keeps 3 sessions in memory answers exactly as one that never forgets."""
+    rng = random.Random(seed)
+    threads = [[{"role": "system", "content": "sys"}, {"role": "user", "content": f"task {t}"}]
+               + [{"role": "assistant" if i % 2 == 0 else "user", "content": f"t{t} m{i}"} for i in range(30)] for t in range(3)]
+    reference = SessionRegistry(SessionOptions(max=10_000))
+    path = tmp_path / "r.db"
+    durable_one = SessionRegistry(SessionOptions(max=3), store=SQLiteStore(path))
+    same: dict[str, str] = {}  # reference session id → durable session id
+    for step in range(120):
+        agent = rng.choice(["a", "b"])
+        messages = copy.deepcopy(rng.choice(threads)[: rng.randint(2, 32)])
+        if rng.random() < 0.2 and len(messages) > 4:  # a rewind or a rewritten history
+            messages[rng.randrange(2, len(messages))]["content"] = f"changed at {step}"
+        header = rng.choice([None, None, None, "h1", "h2"])
+        chain = chain_of(messages)
+        want, got = reference.resolve(agent, chain, header), durable_one.resolve(agent, chain, header)
+        same.setdefault(want.session.session_id, got.session.session_id)
+        assert same[want.session.session_id] == got.session.session_id, step
+        assert (want.how, want.shared, want.new_messages, want.session.requests) == (got.how, got.shared, got.new_messages, got.session.requests)
+        assert same.get(want.session.parent_id or "", None) == (got.session.parent_id if want.session.parent_id else None)
+        assert want.session.decisions == got.session.decisions, step
+        if rng.random() < 0.4:
+            link = rng.choice(chain.links)
+            decision = {link: [{"target": "content", "new_text": f"[ruyi: {step}]", "ref_id": f"r{step}", "strategy": "s", "tokens_saved": 1}]}
+            reference.record(agent, want.session.session_id, decisions=decision, refs={f"r{step}": "x"})
+            durable_one.record(agent, got.session.session_id, decisions=decision, refs={f"r{step}": "x"})
+        durable_one.flush()
+        if rng.random() < 0.1:
+            durable_one.store.close()  # type: ignore[union-attr]
+            durable_one = SessionRegistry(SessionOptions(max=3), store=SQLiteStore(path))
+
+
+def test_a_session_read_back_does_not_reclaim_a_tip_it_lost(tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    registry = durable(tmp_path / "r.db")
+    by_chain = registry.resolve("a", chain_of(messages)).session
+    by_header = registry.resolve("a", chain_of(messages), session_id="h1").session  # the same messages: it takes the tip
+    registry.flush()
+    registry.store.close()  # type: ignore[union-attr]
+    again = durable(tmp_path / "r.db")
+    assert again.get("a", by_chain.session_id) is not None  # read back first (an admin call, say)
+    more = again.resolve("a", chain_of([*messages, {"role": "user", "content": "go on"}]))
+    assert (more.how, more.session.session_id) == (How.CONTINUED, by_header.session_id)

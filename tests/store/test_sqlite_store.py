@@ -10,7 +10,18 @@ import pytest
 
 from memory.sqlite_schema import LATEST
 from memory.sqlite_store import SQLiteStore
-from memory.store import Audit, Changes, ChainUpdate, ModelRatio, Report, SessionRecord, StoreError, StoreOptions, Usage, open_store
+from memory.store import (
+    Audit,
+    ChainUpdate,
+    Changes,
+    ModelRatio,
+    Report,
+    SessionRecord,
+    StoreError,
+    StoreOptions,
+    Usage,
+    open_store,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

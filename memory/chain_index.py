@@ -1,0 +1,52 @@
+"""Which session a chain link names: the memory index first, then the store's (unsaved changes laid over it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+S = TypeVar("S")
+
+RECENT = 4
+"""Links looked up first in the store, from a request's end (then all the others at once)."""
+
+
+def find_session(
+    agent_id: str,
+    links: Sequence[str],
+    low: int,
+    memory: dict[str, str],
+    unsaved: Mapping[tuple[str, str], str | None],
+    lookup: Callable[[str, Sequence[str]], dict[str, str]] | None,
+    session_of: Callable[[str], S | None],
+) -> tuple[int, S] | None:
+    """The highest i >= low whose link names a live session, and that session.
+
+    ``memory`` holds a subset of the store's index (entries of sessions in memory), so its answer is a
+    lower bound: only the links past it are looked up in the store (``lookup``; None without a store),
+    the newest few first, where a continuing request finds its tip. ``unsaved`` entries (None: removed)
+    win over the store's. Entries naming a session that is gone are dropped from ``memory``."""
+    best: tuple[int, S] | None = None
+    for i in range(len(links) - 1, low - 1, -1):
+        sid = memory.get(links[i])
+        session = session_of(sid) if sid is not None else None
+        if session is not None:
+            best = (i, session)
+            break
+        if sid is not None:
+            del memory[links[i]]  # its session expired
+    if lookup is None:
+        return best
+    start = best[0] + 1 if best is not None else low
+    end = len(links)
+    while end > start:
+        first = max(start, end - RECENT) if end == len(links) else start
+        stored = lookup(agent_id, links[first:end])
+        for j in range(end - 1, first - 1, -1):
+            key = (agent_id, links[j])
+            sid = unsaved[key] if key in unsaved else stored.get(links[j])
+            session = session_of(sid) if sid is not None else None
+            if session is not None:
+                return j, session
+        end = first
+    return best
