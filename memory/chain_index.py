@@ -34,7 +34,7 @@ def find_session(
             best = (i, session)
             break
         if sid is not None:
-            del memory[links[i]]  # its session expired
+            memory.pop(links[i], None)  # its session expired
     if lookup is None:
         return best
     start = best[0] + 1 if best is not None else low

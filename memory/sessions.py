@@ -179,10 +179,19 @@ class SessionRegistry:
         return self.store.find_ref(agent_id, ref_id) if self.store is not None else None
 
     def get(self, agent_id: str, session_id: str) -> Session | None:
-        """One of an agent's sessions (read back from the store when not in memory)."""
+        """One of an agent's live sessions (read back from the store when not in memory). A session unseen
+        for `ttl_days` is gone, whether or not a sweep has removed it yet."""
         agent = self._agents.get(agent_id)
         session = agent.sessions.get(session_id) if agent else None
-        return session if session is not None or self.store is None else self._load(agent_id, session_id)
+        if session is None and self.store is not None:
+            session = self._load(agent_id, session_id)
+        if session is not None and session.last_seen < self._expired_before():
+            self._evict(agent_id, session_id)
+            return None
+        return session
+
+    def _expired_before(self) -> float:
+        return self._clock() - self.options.ttl_days * 86400
 
     def reports(self, agent_id: str, session_id: str) -> list[dict[str, Any]] | None:
         """A session's latest DCP reports, oldest first (from the store, which keeps them across restarts:
@@ -201,7 +210,7 @@ class SessionRegistry:
             for sid in self.store.session_ids(agent_id):
                 if sid not in found:
                     stored = self.store.load_session(agent_id, sid)
-                    if stored is not None:
+                    if stored is not None and stored.record.last_seen >= self._expired_before():
                         found[sid] = _restored(stored)
         return sorted(found.values(), key=lambda s: -s.last_seen)
 
@@ -212,7 +221,7 @@ class SessionRegistry:
     def expire(self, limit: int = 500) -> int:
         """Forget up to `limit` sessions (and their refs) unseen for `ttl_days`, in memory and in the store.
         Returns how many the store removed (call again while it is `limit`)."""
-        before = self._clock() - self.options.ttl_days * 86400
+        before = self._expired_before()
         for key in [k for k in self._lru if self._agents[k[0]].sessions[k[1]].last_seen < before]:
             self._evict(*key)
         if self.store is None:

@@ -40,6 +40,11 @@ CHECKPOINT_BYTES = 4 << 20
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", "sessions")
 
 
+def _many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    if rows:  # an empty executemany still prepares its statement
+        conn.executemany(sql, rows)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))  # ASCII: lone surrogates survive the round trip
 
@@ -61,7 +66,7 @@ class SQLiteStore:
         self.location = str(path)
         self._timeout = busy_timeout_ms / 1000
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # originals of replaced text live here
             self._conn = self._connect()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot open the database ({exc})") from None
@@ -97,22 +102,22 @@ class SQLiteStore:
 
     def write(self, changes: Changes) -> None:
         with self._transaction() as c:
-            c.executemany(_UPSERT_SESSION, [_row(r) for r in changes.sessions])
+            _many(c, _UPSERT_SESSION, [_row(r) for r in changes.sessions])
             for chain in changes.chains:
                 key = (chain.agent_id, chain.session_id)
                 if chain.replaces:
                     c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
-                c.executemany("INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
-            c.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
-            c.executemany("DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
-            c.executemany("INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
-            c.executemany(
-                "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
+                _many(c, "INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
+            _many(c, "INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
+            _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
+            _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
+            _many(
+                c, "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
                 [(a, s, link, _json(body)) for a, s, link, body in changes.decisions],
             )
-            c.executemany("INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs])
-            c.executemany(
-                f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",
+            _many(c, "INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs])
+            _many(
+                c, f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",
                 [(child, a, parent, json.dumps(ids)) for a, parent, child, ids in changes.ref_copies],
             )
 
@@ -120,22 +125,22 @@ class SQLiteStore:
         now = time.time()
         reports = [i for i in items if isinstance(i, Report)]
         with self._transaction() as c:
-            c.executemany("INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", [(r.agent_id, r.session_id, r.key, now, _json(r.body)) for r in reports])
+            _many(c, "INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", [(r.agent_id, r.session_id, r.key, now, _json(r.body)) for r in reports])
             for agent_id, session_id, keep in {(r.agent_id, r.session_id, r.keep) for r in reports}:
                 c.execute(
                     "DELETE FROM reports WHERE rowid IN (SELECT rowid FROM reports WHERE agent_id = ? AND session_id = ? "
                     "ORDER BY rowid DESC LIMIT -1 OFFSET ?)", (agent_id, session_id, keep),
                 )
-            c.executemany(
-                "UPDATE sessions SET upstream_prompt_tokens = coalesce(?, upstream_prompt_tokens), cached_tokens = coalesce(?, cached_tokens), "
+            _many(
+                c, "UPDATE sessions SET upstream_prompt_tokens = coalesce(?, upstream_prompt_tokens), cached_tokens = coalesce(?, cached_tokens), "
                 "calibration = coalesce(?, calibration) WHERE agent_id = ? AND session_id = ?",
                 [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)],
             )
-            c.executemany(
-                "INSERT OR IGNORE INTO audit VALUES (?, ?, ?, ?, ?)",
+            _many(
+                c, "INSERT OR IGNORE INTO audit VALUES (?, ?, ?, ?, ?)",
                 [(a.agent_id, a.session_id, a.request_id, now, _json(a.body)) for a in items if isinstance(a, Audit)],
             )
-            c.executemany("INSERT OR REPLACE INTO model_calibration VALUES (?, ?, ?)", [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)])
+            _many(c, "INSERT OR REPLACE INTO model_calibration VALUES (?, ?, ?)", [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)])
 
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if len(links) <= _POINT_LOOKUPS:  # the usual case (the messages since the last request): cheaper one by one

@@ -206,3 +206,18 @@ def test_a_session_read_back_does_not_reclaim_a_tip_it_lost(tmp_path: Path) -> N
     assert again.get("a", by_chain.session_id) is not None  # read back first (an admin call, say)
     more = again.resolve("a", chain_of([*messages, {"role": "user", "content": "go on"}]))
     assert (more.how, more.session.session_id) == (How.CONTINUED, by_header.session_id)
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_an_expired_session_is_never_resumed_even_before_a_sweep(tmp_path: Path, with_store: bool) -> None:
+    now = [1_000_000.0]
+    store = SQLiteStore(tmp_path / "r.db") if with_store else None
+    registry = SessionRegistry(SessionOptions(ttl_days=14), clock=lambda: now[0], store=store)
+    task = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    old = registry.resolve("a", chain_of(task)).session
+    registry.flush()
+    now[0] += 15 * 86400
+    again = registry.resolve("a", chain_of([*task, {"role": "user", "content": "and now?"}]))
+    assert again.how == How.NEW and again.session.session_id != old.session_id
+    assert registry.get("a", old.session_id) is None
+    assert [s.session_id for s in registry.list("a")] == [again.session.session_id]
