@@ -54,7 +54,7 @@ class Session:
     reports: list[dict[str, Any]] = field(default_factory=list)
     """The latest DCP reports of this session, oldest first (bounded by the pruning layer)."""
     refs: dict[str, str] = field(default_factory=dict)
-    """Originals of replaced text by ref id (secrets redacted), for /ruyi/v1/refs/<id>."""
+    """Originals of replaced text by ref id (secrets redacted), for /ruyi/v1/refs/<id> (with a store: kept there only)."""
 
 
 class How(StrEnum):

@@ -164,7 +164,7 @@ class SessionRegistry:
             return True
         try:
             self.store.write(self._unsaved.changes())
-        except Exception:
+        except Exception:  # noqa: BLE001 - fail open: the request is forwarded with the state in memory
             log.warning("store_write_failed", location=self.store.location, exc_info=True)
             return False
         self._unsaved.clear()
