@@ -49,9 +49,7 @@ def _replace_observations(messages: list[Message], keep: int, placeholder: Calla
 
 
 def _lines_omitted(message: Message) -> str:
-    content = message.get("content")
-    lines = content.count("\n") + 1 if isinstance(content, str) else 0
-    return f"[old observation omitted]"
+    return "[old observation omitted]"
 
 
 def send_everything(window: int) -> Rewrite:

@@ -7,21 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from proxy.replay_metrics import cached_prefix, canonical, invalid_arguments, needle_indices, needles_kept, orphans
 from proxy.replay import (
     Cl100kCounter,
     Message,
     ReplayResult,
     StderrProgress,
     Tools,
-    cached_prefix,
-    canonical,
     format_table,
-    invalid_arguments,
     load_trace,
     merge,
-    needle_indices,
-    needles_kept,
-    orphans,
     replay,
     request_ends,
 )
