@@ -14,6 +14,8 @@ log = structlog.get_logger(__name__)
 
 BATCH_MAX = 500
 """Records written per transaction; the writer yields to the event loop between transactions."""
+COALESCE_S = 0.05
+"""How long the writer waits after the first record before writing, so a busy proxy commits once per batch."""
 CHECKPOINT_EVERY_S = 1.0
 """At most this often, the store's housekeeping (SQLite: a checkpoint) runs in a worker thread."""
 
@@ -80,7 +82,7 @@ class Writer:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(0)  # let ready handlers run first (and queue more for this batch)
+            await asyncio.sleep(COALESCE_S)  # gather what the next requests queue: one transaction for many
             while self._items:
                 self._write_batch()
                 await asyncio.sleep(0)

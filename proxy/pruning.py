@@ -111,12 +111,13 @@ class Pruner:
         base = StrategyContext(count_text, budget.window, budget.window, protected_turns=0,
                                protection=opts.protection, min_saving_tokens=opts.min_saving_tokens, memo=self.memo)
         analysis = None
-        if opts.enabled:
+        prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
+        if opts.enabled and prunable:
             try:
                 analysis = analyze(current, base)
             except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
                 analysis = None
-        if opts.enabled and "truncation" in opts.strategies.enabled and shared < len(messages):
+        if opts.enabled and prunable and "truncation" in opts.strategies.enabled and shared < len(messages):
             arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
             new = [r for r in propose_all(current, replace(base, conversation=analysis), arrival, failures)
                    if r.index >= shared and (r.index, r.target) not in taken]
@@ -124,7 +125,7 @@ class Pruner:
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
         due = tokens >= threshold and (batch_retry_at is None or tokens >= batch_retry_at)
-        has_calls = analysis is None or bool(analysis.calls)
+        has_calls = prunable and (analysis is None or bool(analysis.calls))
         if opts.enabled and has_calls and (due or harder or opts.economic):
             taken |= {(r.index, r.target) for r in new}
             turns = opts.overflow_protected_turns if harder else opts.protected_turns
@@ -198,6 +199,11 @@ class Pruner:
             "protected_turns": self.options.overflow_protected_turns if harder else self.options.protected_turns,
             "failed_strategies": dict(failures),
         }
+
+
+def _has_tool_part(message: Any) -> bool:
+    """Whether a message belongs to a tool call (only those are ever pruned, unless observations are on)."""
+    return isinstance(message, dict) and (message.get("role") == "tool" or bool(message.get("tool_calls")))
 
 
 def _decided(r: Replacement) -> dict[str, Any]:

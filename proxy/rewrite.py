@@ -81,7 +81,9 @@ def _record(app: web.Application, ctx: RequestContext, tokens_after: int) -> Non
         measurer.sessions.record(s.agent_id, s.session_id, decisions=outcome.decisions, refs=outcome.refs,
                                  batch_retry_at=outcome.batch_retry_at, clear_batch_retry=outcome.clear_batch_retry,
                                  report=report, reports_max=app[appkeys.CONFIG].pruning.reports_kept)
-        ctx.facts["dcp"] = report  # logged with the request's one access event
+        busy = report["strategies"] or report["batch"] not in ("none", "waiting")
+        # logged with the request's one access event: in full when pruning did something, else in brief
+        ctx.facts["dcp"] = report if busy else {"batch": report["batch"], "in_force_tokens": report["in_force"]["tokens_saved"]}
     shown_after = tokens_after if ctx.mode == "on" else m.tokens
     ctx.session_id = s.session_id
     ctx.facts.update(session=s.session_id, session_how=m.how.value, tokens_before=m.tokens, tokens_after=shown_after,
