@@ -29,7 +29,12 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return raw
-    return rewrite(app, dialect, raw, body, ctx)
+    try:
+        return rewrite(app, dialect, raw, body, ctx)
+    except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
+        app[appkeys.PIPELINE].failures["rewrite"] += 1
+        log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
+        return raw
 
 
 def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes | None:
@@ -38,7 +43,12 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
         return None
     ctx.facts["overflow_retry"] = True
     before = ctx.pruning.tokens_after if ctx.pruning else None
-    forwarded = rewrite(request.app, dialect, raw, body, ctx)
+    try:
+        forwarded = rewrite(request.app, dialect, raw, body, ctx)
+    except Exception:  # noqa: BLE001 - fail open: relay the upstream's error as it is
+        request.app[appkeys.PIPELINE].failures["rewrite"] += 1
+        log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
+        return None
     if ctx.pruning is None or ctx.pruning.tokens_after == before:
         return None  # nothing more could be freed: relay the upstream's error as it is
     return forwarded

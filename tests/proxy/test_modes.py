@@ -83,3 +83,21 @@ async def test_ollama_rewrites_keep_untouched_messages_native(make_proxy: MakePr
     sent = fake.last("/api/chat").json["messages"]
     assert sent[2] == {"role": "tool", "content": "BODY", "tool_name": "read"}
     assert sent[1]["tool_calls"][0]["function"]["arguments"] == {"path": "a"}
+
+
+
+class LeavesABrokenOutcome:
+    """A step that rewrites and leaves the context in a state the recording after it cannot use."""
+
+    name = "leaves_a_broken_outcome"
+
+    def apply(self, messages: list[dict[str, Any]], ctx: RequestContext) -> list[dict[str, Any]]:
+        ctx.pruning = "not an outcome"  # type: ignore[assignment]
+        return [{**m, "content": str(m["content"]).upper()} for m in messages]
+
+
+async def test_a_rewrite_that_cannot_be_recorded_forwards_the_original(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(steps=[LeavesABrokenOutcome()])
+    await send(proxy)
+    assert fake.last().json["messages"] == MESSAGES  # not the half-done rewrite
+    assert proxy.app[appkeys.PIPELINE].failures["rewrite"] == 1
