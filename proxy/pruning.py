@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
 
 from proxy.tiers import TierOptions, tier_for
 from proxy.window import Budget
 from strategies.base import Replacement, StrategyContext
+from strategies.classify import ToolSpec, tools_from_mapping
 from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
 from strategies.conversation import analyze
@@ -17,6 +18,28 @@ from strategies.protection import Protection, protected_indices
 
 Messages = list[dict[str, Any]]
 MEMO_MAX = 100_000
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One tool added to the classification table (or replacing a built-in entry of the same name)."""
+
+    name: str
+    """The tool's name as the agent calls it."""
+    kind: Literal["read", "write", "edit", "search", "list", "shell", "other"]
+    """What its calls do; ``shell`` means its command argument is parsed like a shell line."""
+    path: tuple[str, ...] = ()
+    """Arguments that may hold the path, first present wins."""
+    command: str | None = None
+    """For shell tools: the argument holding the command line."""
+    pattern: str | None = None
+    """For search and list tools: the argument holding the pattern."""
+    offset: str | None = None
+    """For reads: the argument holding the first line."""
+    limit: str | None = None
+    """For reads: the argument holding the number of lines."""
+    offset_base: int = 1
+    """Whether ``offset`` counts from 0 or 1."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,12 @@ class PruningOptions:
     """DCP reports kept per session for /ruyi/v1/sessions/<id>/report."""
     protection: Protection.Options = field(default_factory=Protection.Options)
     strategies: PipelineOptions = field(default_factory=PipelineOptions)
+    tools: tuple[ToolEntry, ...] = ()
+    """Tools to add to the built-in table (Claude Code, opencode, OpenHands, SWE-agent, Codex, bash, …)."""
+
+    def tool_table(self) -> Mapping[str, ToolSpec]:
+        """The built-in classification table with this config's entries added."""
+        return tools_from_mapping({t.name: {k: v for k, v in asdict(t).items() if k != "name"} for t in self.tools})
 
     def check(self) -> None:
         if not 0.0 <= self.cache_read_ratio <= 1.0:
@@ -53,6 +82,7 @@ class PruningOptions:
             raise ValueError(f"clear_at_least must be a fraction of the window in [0, 1], got {self.clear_at_least}")
         if self.protected_turns < 0 or self.overflow_protected_turns < 0:
             raise ValueError("protected turns must be >= 0")
+        self.tool_table()  # a bad entry stops start-up, naming the tool
 
 
 @dataclass
@@ -76,6 +106,7 @@ class Pruner:
     def __init__(self, options: PruningOptions, tiers: TierOptions) -> None:
         self.options = options
         self.tiers = tiers
+        self.tools = options.tool_table()
         self.memo: dict[Any, Any] = {}
         """Classifications of calls already seen (pure by key), so a request costs its new calls only."""
 
@@ -109,7 +140,8 @@ class Pruner:
         if len(self.memo) > MEMO_MAX:
             self.memo.clear()
         base = StrategyContext(count_text, budget.window, budget.window, protected_turns=0,
-                               protection=opts.protection, min_saving_tokens=opts.min_saving_tokens, memo=self.memo)
+                               protection=opts.protection, tools=self.tools, min_saving_tokens=opts.min_saving_tokens,
+                               memo=self.memo)
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from strategies.classify import ToolSpec
@@ -120,20 +119,3 @@ def check_fraction(name: str, value: object) -> None:
 def check_strings(name: str, value: object) -> None:
     if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
         raise OptionError(f"{name}: expected a list of strings, got {value!r}")
-
-
-O = TypeVar("O")
-
-
-def options_from_mapping(cls: type[O], data: Mapping[str, Any] | None, prefix: str) -> O:
-    """Build an Options dataclass from config; unknown keys and bad values name the option."""
-    data = dict(data or {})
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise OptionError(f"{prefix}.{unknown[0]}: unknown option (known: {', '.join(sorted(names))})")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-    try:
-        return cls(**values)
-    except OptionError as exc:
-        raise OptionError(f"{prefix}.{exc}") from None

@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,6 @@ from strategies.base import (
     OptionError,
     Replacement,
     StrategyContext,
-    options_from_mapping,
 )
 from strategies.conversation import analyze
 from strategies.dedup import Dedup
@@ -55,20 +53,6 @@ class PipelineOptions:
         unknown = [name for name in self.enabled if name not in known]
         if unknown:
             raise OptionError(f"enabled: unknown strategy {unknown[0]!r} (known: {', '.join(sorted(known))})")
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> PipelineOptions:
-        """Options from a config mapping such as {"truncation": {"max_tool_output_tokens": 2000}}."""
-        data = dict(data or {})
-        values: dict[str, Any] = {}
-        for strategy in STRATEGY_ORDER:
-            if strategy.name in data:
-                values[strategy.name] = options_from_mapping(strategy.Options, data.pop(strategy.name), strategy.name)
-        if "enabled" in data:
-            values["enabled"] = tuple(data.pop("enabled"))
-        if data:
-            raise OptionError(f"{min(data)}: unknown option")
-        return cls(**values)
 
 
 def propose_all(messages: list[dict[str, Any]], ctx: StrategyContext, options: PipelineOptions | None = None,

@@ -47,6 +47,12 @@ def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
         ("routes:\n  - model: 'gpt-*'\n    url: 3\n", "routes[0].url", "expected a string"),
         ("logging: [1]\n", "logging", "expected a mapping"),
         ("server: {port: [\n", "line", "not valid YAML"),
+        ("pruning:\n  strategies:\n    truncation:\n      max_tool_output_tokens: -5\n", "pruning.strategies.truncation", "max_tool_output_tokens"),
+        ("pruning:\n  strategies:\n    dedup:\n      colour: red\n", "pruning.strategies.dedup.colour", "unknown key"),
+        ("pruning:\n  strategies:\n    enabled: [discard]\n", "pruning.strategies", "unknown strategy 'discard'"),
+        ("pruning:\n  bogus: 1\n", "pruning.bogus", "unknown key"),
+        ("pruning:\n  tools: [{name: view, kind: nonsense}]\n", "pruning.tools[0].kind", "expected one of"),
+        ("tiers:\n  prune: 0.5\n", "tiers", "tiers.prune (0.5) must be above"),
     ],
 )
 def test_bad_values_name_file_key_and_expectation(tmp_path: Path, text: str, key: str, expected: str) -> None:
@@ -55,6 +61,18 @@ def test_bad_values_name_file_key_and_expectation(tmp_path: Path, text: str, key
     with pytest.raises(ConfigError) as err:
         load_config(f, {})
     assert str(f) in str(err.value) and key in str(err.value) and expected in str(err.value)
+
+
+def test_strategy_options_and_tools_from_yaml(tmp_path: Path) -> None:
+    f = tmp_path / "ruyi.yaml"
+    f.write_text("pruning:\n  strategies:\n    enabled: [dedup]\n    truncation: {max_tool_output_tokens: 2000}\n"
+                 "  tools:\n    - {name: view_file, kind: read, path: [filename]}\n")
+    cfg = load_config(f, {})
+    assert cfg.pruning.strategies.enabled == ("dedup",)
+    assert cfg.pruning.strategies.truncation.max_tool_output_tokens == 2000
+    table = cfg.pruning.tool_table()
+    assert table["view_file"].kind == "read" and table["view_file"].path == ("filename",)
+    assert table["Read"].kind == "read"  # the built-in entries stay
 
 
 def test_bad_environment_value_names_the_variable() -> None:

@@ -163,3 +163,24 @@ async def test_dry_run_reports_but_forwards_the_original(make_proxy: MakeProxy, 
         async with http.get(f"{base_url(proxy)}/ruyi/v1/sessions/{sid}/report", headers={"X-Ruyi-Agent": "a"}) as r:
             report = await r.json()
     assert report["summary"]["tokens_saved"] > 0 and all(r["mode"] == "dry-run" for r in report["reports"])
+
+
+def custom_tool_conversation() -> list[dict[str, Any]]:
+    """An agent with its own file viewer: it reads lines 1-60, then 1-120 of the same file."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Fix module.py"}]
+    lines = FILE.split("\n")
+    for t, (offset, limit) in enumerate([(1, 60), (1, 120)] + [(1, 1)] * 5):
+        args = {"filename": "/testbed/module.py", "first": offset, "count": limit} if limit > 1 else {"filename": f"/testbed/x{t}.py"}
+        call = {"id": f"call_{t}", "type": "function", "function": {"name": "view_file", "arguments": json.dumps(args)}}
+        messages.append({"role": "assistant", "content": f"Step {t}.", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{t}", "content": "\n".join(lines[offset - 1 : offset - 1 + limit])})
+    return messages
+
+
+@pytest.mark.parametrize("configured", [False, True])
+async def test_tools_from_config_are_classified(make_proxy: MakeProxy, fake: FakeUpstream, configured: bool) -> None:
+    tools = [{"name": "view_file", "kind": "read", "path": ["filename"], "offset": "first", "limit": "count"}] if configured else []
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 128000}}, pruning={"tools": tools})
+    await post(proxy, custom_tool_conversation())
+    first_read = fake.last().json["messages"][3]
+    assert first_read["content"].startswith("[ruyi:") is configured  # lines 1-60 lie inside the later 1-120

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pytest
 
-from strategies.base import OptionError, Replacement, check_int, options_from_mapping
+from strategies.base import OptionError, Replacement
 from tests.strategies.factories import make_ctx
 
 
@@ -22,21 +21,3 @@ def test_context_validates() -> None:
         make_ctx(protected_turns=-1)
     with pytest.raises(OptionError, match="min_saving_tokens"):
         make_ctx(min_saving_tokens=True)
-
-
-@dataclass(frozen=True)
-class _Options:
-    size: int = 1
-    names: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        check_int("size", self.size, minimum=1)
-
-
-def test_options_from_mapping() -> None:
-    assert options_from_mapping(_Options, {"size": 3, "names": ["a"]}, "x") == _Options(3, ("a",))
-    assert options_from_mapping(_Options, None, "x") == _Options()
-    with pytest.raises(OptionError, match=r"x\.colour: unknown option"):
-        options_from_mapping(_Options, {"colour": 1}, "x")
-    with pytest.raises(OptionError, match=r"x\.size: expected an integer >= 1"):
-        options_from_mapping(_Options, {"size": 0}, "x")

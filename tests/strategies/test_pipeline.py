@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from strategies.base import OptionError, Replacement
+from strategies.base import Replacement
 from strategies.dedup import Dedup
 from strategies.pipeline import (
     STRATEGY_ORDER,
@@ -144,17 +144,3 @@ def test_apply_skips_what_does_not_fit() -> None:
         out = apply_replacements(messages, bad)
     assert out == messages
     assert [log["event"] for log in logs] == ["replacement_skipped"] * 3
-
-
-def test_options_from_config() -> None:
-    options = PipelineOptions.from_mapping({"truncation": {"max_tool_output_tokens": 2000}, "enabled": ["dedup"]})
-    assert options.truncation.max_tool_output_tokens == 2000 and options.enabled == ("dedup",)
-    assert PipelineOptions.from_mapping(None) == PipelineOptions()
-    with pytest.raises(OptionError, match=r"truncation\.max_tool_output_tokens"):
-        PipelineOptions.from_mapping({"truncation": {"max_tool_output_tokens": -5}})
-    with pytest.raises(OptionError, match=r"dedup\.colour: unknown option"):
-        PipelineOptions.from_mapping({"dedup": {"colour": "red"}})
-    with pytest.raises(OptionError, match="enabled: unknown strategy"):
-        PipelineOptions.from_mapping({"enabled": ["discard"]})
-    with pytest.raises(OptionError, match="bogus: unknown option"):
-        PipelineOptions.from_mapping({"bogus": 1})
