@@ -21,16 +21,15 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
         return raw
     app = request.app
     ollama = ctx.route is not None and ctx.route.kind == "ollama"
+    messages = dialect.to_canonical(body)
     try:
-        ctx.measurement = await app[appkeys.MEASURER].measure(
-            dialect.name, ctx.model or "", body, dialect.to_canonical(body), request.headers, ollama
-        )
+        ctx.measurement = await app[appkeys.MEASURER].measure(dialect.name, ctx.model or "", body, messages, request.headers, ollama)
     except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return raw
     try:
-        return rewrite(app, dialect, raw, body, ctx)
+        return rewrite(app, dialect, raw, body, messages, ctx)
     except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
         app[appkeys.PIPELINE].failures["rewrite"] += 1
         log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
@@ -44,7 +43,7 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
     ctx.facts["overflow_retry"] = True
     before = ctx.pruning.tokens_after if ctx.pruning else None
     try:
-        forwarded = rewrite(request.app, dialect, raw, body, ctx)
+        forwarded = rewrite(request.app, dialect, raw, body, dialect.to_canonical(body), ctx)
     except Exception:  # noqa: BLE001 - fail open: relay the upstream's error as it is
         request.app[appkeys.PIPELINE].failures["rewrite"] += 1
         log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
@@ -54,11 +53,12 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
     return forwarded
 
 
-def rewrite(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
+def rewrite(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any],
+            messages: list[dict[str, Any]] | None, ctx: RequestContext) -> bytes:
+    """Run the pipeline over the canonical ``messages``, record what it decided, and build the bytes."""
     m = ctx.measurement
     assert m is not None
     measurer, model = app[appkeys.MEASURER], ctx.model or ""
-    messages = dialect.to_canonical(body)
     new_body = body
     if messages is not None:
         new_messages = app[appkeys.PIPELINE].run(messages, ctx)
