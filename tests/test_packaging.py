@@ -49,3 +49,5 @@ def test_compose_puts_ruyi_in_front_of_ollama() -> None:
     env = ruyi["environment"]
     assert load_config(None, env).default_route.url == "http://ollama:11434"
     assert "8787:8787" in ruyi["ports"]
+    data_dir = next(arg.split("=", 1)[1] for op, arg in instructions() if op == "ENV" for arg in arg.split() if arg.startswith("RUYI_DATA_DIR="))
+    assert any(v.endswith(":" + data_dir) for v in ruyi["volumes"])  # the state volume is where the image keeps state
