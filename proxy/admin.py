@@ -76,7 +76,16 @@ async def get_ref(request: web.Request) -> web.Response:
     return web.json_response({"ref_id": ref_id, "original": original})
 
 
+async def stats(request: web.Request) -> web.Response:
+    """What failed open since start-up (per step), and the background writer's counts."""
+    check_admin_key(request)
+    writer = request.app[appkeys.MEASURER].writer
+    store = {"written": writer.written, "dropped": writer.dropped, "failed": writer.failed} if writer is not None else None
+    return web.json_response({"failed_open": dict(request.app[appkeys.PIPELINE].failures), "store_queue": store})
+
+
 def add_routes(app: web.Application) -> None:
+    app.router.add_get("/ruyi/v1/stats", stats)
     app.router.add_get("/ruyi/v1/sessions", list_sessions)
     app.router.add_get("/ruyi/v1/sessions/{session_id}", get_session)
     app.router.add_get("/ruyi/v1/sessions/{session_id}/report", session_report)

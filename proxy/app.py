@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
@@ -25,7 +24,6 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     app = web.Application(middlewares=[request_middleware], client_max_size=config.limits.max_body_bytes)
     app[appkeys.CONFIG] = config
     app[appkeys.PIPELINE] = Pipeline(steps)
-    app[appkeys.COUNTERS] = Counter()
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_daily_sweep)
     if probe_upstream:

@@ -1,8 +1,6 @@
-"""Typed keys for the app's shared state (config, the one client session, the pipeline, counters)."""
+"""Typed keys for the app's shared state (config, the one client session, the pipeline, the measurer)."""
 
 from __future__ import annotations
-
-from collections import Counter
 
 import aiohttp
 from aiohttp import web
@@ -14,5 +12,4 @@ from proxy.pipeline import Pipeline
 CONFIG = web.AppKey("config", Config)
 CLIENT = web.AppKey("client", aiohttp.ClientSession)
 PIPELINE = web.AppKey("pipeline", Pipeline)
-COUNTERS = web.AppKey("counters", Counter)
 MEASURER = web.AppKey("measurer", Measurer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -61,7 +62,9 @@ async def test_a_failing_step_is_skipped_and_counted(make_proxy: MakeProxy, fake
     await send(proxy)
     await send(proxy)
     assert fake.last().json["messages"][0]["content"] == "ORIGINAL"
-    assert proxy.app[appkeys.PIPELINE].failures["broken"] == 2
+    async with aiohttp.ClientSession() as http:
+        async with http.get(base_url(proxy) + "/ruyi/v1/stats") as resp:
+            assert (await resp.json())["failed_open"] == {"broken": 2}
 
 
 async def test_ollama_rewrites_keep_untouched_messages_native(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
