@@ -106,23 +106,25 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
         turn += message_role == "assistant"
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
-    calls = _calls(messages, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
+    calls = _calls(messages, roles, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
     anchored = (frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(texts[i], m))
                 if ctx.protection.anchor_protection else frozenset())
     conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls, anchored=anchored)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
-def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_of: list[int], state: ClassifyState,
-           observations: bool, memo: MutableMapping[Any, Any] | None = None) -> tuple[Call, ...]:
+def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts: tuple[str | None, ...],
+           turn_of: list[int], state: ClassifyState, observations: bool,
+           memo: MutableMapping[Any, Any] | None = None) -> tuple[Call, ...]:
     results: dict[str, list[int]] = {}
-    for index, message in enumerate(messages):
-        if role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
-            results.setdefault(message["tool_call_id"], []).append(index)
+    for index, message_role in enumerate(roles):
+        if message_role == "tool" and isinstance(messages[index].get("tool_call_id"), str):
+            results.setdefault(messages[index]["tool_call_id"], []).append(index)
     calls: list[Call] = []
-    for index, message in enumerate(messages):
-        if role(message) != "assistant":
+    for index, message_role in enumerate(roles):
+        if message_role != "assistant":
             continue
+        message = messages[index]
         tool_calls = message.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
             for tool_call in tool_calls:
@@ -135,7 +137,7 @@ def _calls(messages: list[dict[str, Any]], texts: tuple[str | None, ...], turn_o
                 calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
                                    arguments if isinstance(arguments, str) else "", result, tool_call, messages,
                                    texts, turn_of, state, memo))
-        elif observations and index + 1 < len(messages) and role(messages[index + 1]) == "user":
+        elif observations and index + 1 < len(messages) and roles[index + 1] == "user":
             fence = _FENCE.search(texts[index] or "")
             if fence and _OBSERVATION.match(texts[index + 1] or ""):
                 tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}
