@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,7 @@ from proxy.replay import (
 )
 from tests.replay.conversations import TOOLS, call, conversation, result
 
-TRACES = Path("/work/shared/traces")
+from tests.know.traces import TRACES  # noqa: E402
 needs_traces = pytest.mark.skipif(not (TRACES / "INDEX.json").is_file(), reason="public traces not present")
 COUNT = Cl100kCounter()
 
