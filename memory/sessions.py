@@ -138,7 +138,7 @@ class SessionRegistry:
             session.decisions.update(decisions)
         if batch_retry_at is not None or clear_batch_retry:
             session.batch_retry_at = batch_retry_at
-        if report is not None:
+        if report is not None and self.store is None:  # with a store, reports live there only (`reports` reads them)
             session.reports.append(dict(report))
             del session.reports[:-reports_max]
         if refs and self.store is None:  # with a store, originals live there only (find_ref reads them)
