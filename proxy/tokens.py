@@ -33,7 +33,7 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
     "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
     "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
 }
-TEXTS_KEPT = 8192  # plain texts remembered per encoding (they are held, so this bounds memory)
+TEXTS_KEPT = 65536  # counts of plain texts remembered per encoding, keyed by hash and length (texts are not held)
 _TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
 
@@ -144,7 +144,7 @@ class TokenCounter:
         """Per encoding: a request's last chain link → its per-message counts."""
         self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
         """Recent tools lists with their encoding and count (compared in C before any hashing)."""
-        self._texts: dict[str, OrderedDict[str, int]] = {}
+        self._texts: dict[str, OrderedDict[tuple[int, int], int]] = {}
         """Per encoding: recent plain texts (tool outputs, placeholders) → their count."""
 
     def __len__(self) -> int:
@@ -162,9 +162,10 @@ class TokenCounter:
         limit = TEXTS_KEPT
 
         def count(text: str) -> int:
-            n = cache.get(text)
+            key = (hash(text), len(text))  # never the text itself: the cache must not hold conversations
+            n = cache.get(key)
             if n is None:
-                n = cache[text] = len(encode(text))
+                n = cache[key] = len(encode(text))
                 if len(cache) > limit:
                     cache.popitem(last=False)
             return n

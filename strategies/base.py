@@ -106,6 +106,11 @@ class Strategy(Protocol):
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]: ...
 
 
+def text_key(text: str) -> tuple[int, int]:
+    """A text's stand-in in cache keys: its hash and length, so a cache never holds the text itself."""
+    return hash(text), len(text)
+
+
 def check_int(name: str, value: object, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise OptionError(f"{name}: expected an integer >= {minimum}, got {value!r}")

@@ -7,6 +7,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from strategies.base import text_key
 from strategies.classify import ClassifyState, ToolAction, classify, observe
 from strategies.protection import cites_anchor, protected_indices
 
@@ -107,7 +108,7 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversatio
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
     calls = _calls(messages, roles, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
-    anchored = (frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(texts[i], m))
+    anchored = (frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(texts[i], m, ctx.memo))
                 if ctx.protection.anchor_protection else frozenset())
     conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls, anchored=anchored)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
@@ -152,8 +153,9 @@ def _call(position: int, index: int, call_id: str | None, name: str, arguments: 
     output = texts[result] if result is not None else None
     key = None
     if memo is not None and call_id is not None:
-        key = (call_id, name, arguments, output, result is not None and messages[result].get("is_error"),
-               state.cwd, state.open_file, tuple(state.script_writes.items()))
+        key = (call_id, name, text_key(arguments), text_key(output) if output is not None else None,
+               result is not None and messages[result].get("is_error"), state.cwd, state.open_file,
+               tuple(state.script_writes.items()))
         known = memo.get(key)
         if known is not None:
             action, is_error, state.cwd, state.open_file, writes = known

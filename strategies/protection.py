@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from fnmatch import translate
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from strategies.base import check_strings
+from strategies.base import check_strings, text_key
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
@@ -79,21 +80,26 @@ def protected_indices(conversation: Conversation, protected_turns: int, options:
     return frozenset(protected)
 
 
-@lru_cache(maxsize=16384)
-def _anchored(text: str) -> bool:
-    """Whether a text cites an anchor; remembered, since every request shows the same old texts again."""
-    return ANCHOR.search(text) is not None
+def _anchored(text: str, memo: MutableMapping[Any, Any] | None) -> bool:
+    """Whether a text cites an anchor; remembered in ``memo``, since every request shows the same old texts again."""
+    if memo is None:
+        return ANCHOR.search(text) is not None
+    key = ("anchor", text_key(text))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = ANCHOR.search(text) is not None
+    return bool(found)
 
 
-def cites_anchor(text: str | None, message: dict[str, object]) -> bool:
-    if text and _anchored(text):
+def cites_anchor(text: str | None, message: dict[str, object], memo: MutableMapping[Any, Any] | None = None) -> bool:
+    if text and _anchored(text, memo):
         return True
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
         for tool_call in tool_calls:
             function = tool_call.get("function") if isinstance(tool_call, dict) else None
             arguments = function.get("arguments") if isinstance(function, dict) else None
-            if isinstance(arguments, str) and _anchored(arguments):
+            if isinstance(arguments, str) and _anchored(arguments, memo):
                 return True
     return False
 

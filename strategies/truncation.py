@@ -14,6 +14,7 @@ from strategies.base import (
     StrategyContext,
     check_fraction,
     check_int,
+    text_key,
 )
 from strategies.conversation import Call, analyze
 from strategies.placeholder import ref_id
@@ -126,7 +127,7 @@ class Truncation:
             tokens = ctx.count_tokens(text)
             if tokens <= budget and not too_many_files:
                 continue
-            key = ("truncation", call.call_id, call.result, text, budget, self.options)
+            key = ("truncation", call.call_id, call.result, text_key(text), budget, self.options)
             replacement = ctx.memo.get(key) if ctx.memo is not None else None
             if replacement is None:
                 replacement = self._truncate(call, text, tokens, budget, ctx)
