@@ -130,9 +130,9 @@ class Pruner:
         sticky = [_replacement(i, d) for i, link in enumerate(links) for d in decisions.get(link, ())]
         current = apply_replacements(messages, sticky) if sticky else messages
         sent_tokens = list(message_tokens) or [0] * len(messages)
-        for r, d in zip(sticky, (d for link in links for d in decisions.get(link, ()))):
-            sent_tokens[r.index] -= int(d.get("tokens_saved", 0))
-        in_force = sum(int(d.get("tokens_saved", 0)) for link in links for d in decisions.get(link, ()))
+        for r in sticky:
+            sent_tokens[r.index] -= r.tokens_saved
+        in_force = sum(r.tokens_saved for r in sticky)
         tokens = max(0, tokens_before - in_force)
         taken = {(r.index, r.target) for r in sticky}
         new: list[Replacement] = []
@@ -243,4 +243,5 @@ def _decided(r: Replacement) -> dict[str, Any]:
 
 
 def _replacement(index: int, d: Mapping[str, Any]) -> Replacement:
-    return Replacement(index, d["target"], d["new_text"], "", 0, 0, d["ref_id"], d["strategy"], "sticky")
+    """A decision in force, as the replacement it was (its saving kept as tokens_before − tokens_after)."""
+    return Replacement(index, d["target"], d["new_text"], "", int(d.get("tokens_saved", 0)), 0, d["ref_id"], d["strategy"], "sticky")
