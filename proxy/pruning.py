@@ -11,7 +11,7 @@ from proxy.tiers import TierOptions, tier_for
 from proxy.window import Budget
 from strategies.base import Replacement, StrategyContext
 from strategies.classify import ToolSpec, tools_from_mapping
-from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
+from strategies.pipeline import LAST_RESORT, PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
 from strategies.conversation import analyze
 from strategies.protection import Protection, protected_indices
@@ -107,6 +107,9 @@ class Pruner:
         self.options = options
         self.tiers = tiers
         self.tools = options.tool_table()
+        self.without_last_resort = replace(
+            options.strategies, enabled=tuple(n for n in options.strategies.enabled if n not in LAST_RESORT))
+        """The strategies for requests below the prune tier: no batch, so nothing is cleared for room."""
         self.memo: dict[Any, Any] = {}
         """Classifications of calls already seen (pure by key), so a request costs its new calls only."""
 
@@ -164,15 +167,19 @@ class Pruner:
             ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)
             if analysis is not None and not new:  # the same messages: reuse the analysis, re-derive protection
                 ctx = replace(ctx, conversation=replace(analysis, protected=protected_indices(analysis, turns, opts.protection)))
-            proposals = [r for r in propose_all(apply_replacements(current, new) if new else current, ctx, opts.strategies, failures)
+            strategies = opts.strategies if due or harder else self.without_last_resort
+            proposals = [r for r in propose_all(apply_replacements(current, new) if new else current, ctx, strategies, failures)
                          if (r.index, r.target) not in taken]
-            freed = sum(r.tokens_saved for r in proposals)
-            need = 0 if harder else opts.clear_at_least * budget.window
+            last_resort = [r for r in proposals if r.strategy in LAST_RESORT]
+            proposals = [r for r in proposals if r.strategy not in LAST_RESORT]
+            need = opts.clear_at_least * budget.window
             chosen: list[Replacement] = []
-            if (due or harder) and proposals and freed >= need:
-                chosen = proposals
-                batch, clear_retry = ("overflow" if harder else "applied"), True
-            else:
+            if due or harder:
+                batch_items = proposals + _oldest_until(last_resort, need - sum(r.tokens_saved for r in proposals))
+                if batch_items and (harder or sum(r.tokens_saved for r in batch_items) >= need):
+                    chosen = batch_items
+                    batch, clear_retry = ("overflow" if harder else "applied"), True
+            if not chosen:
                 if due:
                     batch, retry_at = "too_small", int(tokens + max(need, 1))
                 if opts.economic and proposals:
@@ -231,6 +238,17 @@ class Pruner:
             "protected_turns": self.options.overflow_protected_turns if harder else self.options.protected_turns,
             "failed_strategies": dict(failures),
         }
+
+
+def _oldest_until(candidates: list[Replacement], need: float) -> list[Replacement]:
+    """The oldest candidates that together free at least need tokens (all of them if they cannot)."""
+    taken: list[Replacement] = []
+    for r in sorted(candidates, key=lambda r: (r.index, r.target)):
+        if need <= 0:
+            break
+        taken.append(r)
+        need -= r.tokens_saved
+    return taken
 
 
 def _has_tool_part(message: Any) -> bool:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-STRATEGY_TITLES = {"dedup": "Deduplication", "supersede": "Supersede", "purge_errors": "Purge Errors", "truncation": "Truncation"}
+STRATEGY_TITLES = {"dedup": "Deduplication", "supersede": "Supersede", "purge_errors": "Purge Errors", "truncation": "Truncation",
+                    "discard": "Discard"}
 
 
 def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:

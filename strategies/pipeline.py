@@ -20,20 +20,27 @@ from strategies.base import (
 )
 from strategies.conversation import analyze
 from strategies.dedup import Dedup
+from strategies.discard import Discard
 from strategies.purge_errors import PurgeErrors
 from strategies.supersede import Supersede
 from strategies.truncation import Truncation
 
 log = structlog.get_logger(__name__)
 
-STRATEGY_ORDER: tuple[type[Dedup | Supersede | PurgeErrors | Truncation], ...] = (
+STRATEGY_ORDER: tuple[type[Dedup | Supersede | PurgeErrors | Truncation | Discard], ...] = (
     Dedup,
     Supersede,
     PurgeErrors,
     Truncation,
+    Discard,
 )
 """Whole-output replacements first (they free the most and leave nothing to truncate), then inputs,
-then truncation of what is left. Adding a strategy = one module, one test file, one line here."""
+then truncation of what is left, and last what is not redundant at all. Adding a strategy = one
+module, one test file, one line here."""
+
+LAST_RESORT: frozenset[str] = frozenset({Discard.name})
+"""Strategies whose proposals are not redundancy: the pruner takes them only in a batch at the prune
+tier or after an overflow, after all the others, oldest first and only as many as the batch needs."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class PipelineOptions:
     supersede: Supersede.Options = field(default_factory=Supersede.Options)
     purge_errors: PurgeErrors.Options = field(default_factory=PurgeErrors.Options)
     truncation: Truncation.Options = field(default_factory=Truncation.Options)
+    discard: Discard.Options = field(default_factory=Discard.Options)
 
     def __post_init__(self) -> None:
         known = {s.name for s in STRATEGY_ORDER}

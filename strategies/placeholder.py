@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from strategies.conversation import Call, Conversation
 
 KEEP_ARGUMENT_CHARS = 80
+LABEL_CHARS = 60
+"""A placeholder names its call by at most this many characters of its command."""
 """An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
 
 _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -51,12 +53,17 @@ def ref_id(identity: str, target: str, original: str) -> str:
 
 
 def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None) -> str:
-    """`[ruyi: older output of `cmd` (1,240 tokens) replaced: why; how; ref r…]`, nothing session-dependent."""
+    """`[ruyi: older output of `cmd` (1,240 tokens) replaced: why; how; ref r…]`, nothing session-dependent.
+
+    The label is clipped to LABEL_CHARS: a placeholder stays in every later request, so its every
+    token is paid for again and again.
+    """
     first = f", first line `{first_line}`" if first_line else ""
+    label = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
     return f"[ruyi: {what} of `{label}` ({tokens:,} tokens{first}) replaced: {why}; {how}; ref {ref}]"
 
 
-def first_line(text: str, label: str, limit: int = 60) -> str | None:
+def first_line(text: str, label: str, limit: int = 40) -> str | None:
     """The first non-empty line of text, clipped, for a placeholder; None when it adds nothing."""
     line = next((ln.strip() for ln in text.split("\n", 8)[:8] if ln.strip()), "")
     line = line.replace("`", "'")

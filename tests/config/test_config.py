@@ -49,7 +49,7 @@ def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
         ("server: {port: [\n", "line", "not valid YAML"),
         ("pruning:\n  strategies:\n    truncation:\n      max_tool_output_tokens: -5\n", "pruning.strategies.truncation", "max_tool_output_tokens"),
         ("pruning:\n  strategies:\n    dedup:\n      colour: red\n", "pruning.strategies.dedup.colour", "unknown key"),
-        ("pruning:\n  strategies:\n    enabled: [discard]\n", "pruning.strategies", "unknown strategy 'discard'"),
+        ("pruning:\n  strategies:\n    enabled: [summarize]\n", "pruning.strategies", "unknown strategy 'summarize'"),
         ("pruning:\n  bogus: 1\n", "pruning.bogus", "unknown key"),
         ("pruning:\n  tools: [{name: view, kind: nonsense}]\n", "pruning.tools[0].kind", "expected one of"),
         ("tiers:\n  prune: 0.5\n", "tiers", "tiers.prune (0.5) must be above"),

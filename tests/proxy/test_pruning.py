@@ -184,3 +184,43 @@ async def test_tools_from_config_are_classified(make_proxy: MakeProxy, fake: Fak
     await post(proxy, custom_tool_conversation())
     first_read = fake.last().json["messages"][3]
     assert first_read["content"].startswith("[ruyi:") is configured  # lines 1-60 lie inside the later 1-120
+
+
+def exploration(turns: int) -> list[dict[str, Any]]:
+    """An agent reading a different file every turn: nothing is redundant, only old."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix module.py"}]
+    for t in range(turns):
+        call = {"id": f"call_{t}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat /testbed/m{t}.py"})}}
+        messages.append({"role": "assistant", "content": f"Step {t}.", "tool_calls": [call]})
+        body = "\n".join(f"def f{t}_{i}(x):\n    return x + {t * 1000 + i}" for i in range(60))
+        messages.append({"role": "tool", "tool_call_id": f"call_{t}", "content": body})
+    return messages
+
+
+async def test_a_batch_without_enough_redundancy_clears_the_oldest_outputs_only(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window=WINDOW)
+    for turns in range(1, 30):
+        resp = await post(proxy, exploration(turns))
+        if fake.last().json["messages"] != exploration(turns):
+            break
+    sent, original = fake.last().json["messages"], exploration(turns)
+    assert sent != original, "the conversation crossed the prune tier"
+    freed = int(resp.headers["X-Ruyi-Tokens-Before"]) - int(resp.headers["X-Ruyi-Tokens-After"])
+    assert freed >= 0.3 * 12000  # clear_at_least of the window
+    outputs = [i for i, m in enumerate(original) if m["role"] == "tool"]
+    cleared = [i for i in outputs if sent[i]["content"] != original[i]["content"]]
+    assert cleared == outputs[: len(cleared)]  # the oldest, in order, and no more than the batch needed
+    assert all("the context was nearly full" in sent[i]["content"] for i in cleared)
+    assert sent[-8:] == original[-8:] and sent[:2] == original[:2]  # the newest 4 turns and the task stay verbatim
+    assert_paired(sent)
+    sid = resp.headers["X-Ruyi-Session"]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base_url(proxy)}/ruyi/v1/sessions/{sid}/report?format=markdown", headers={"X-Ruyi-Agent": "a"}) as r:
+            assert "| Discard |" in await r.text()
+
+
+async def test_nothing_is_discarded_below_the_prune_tier(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 128000}})  # economic on, never near the tier
+    for turns in range(1, 25):
+        await post(proxy, exploration(turns))
+        assert fake.last().json["messages"] == exploration(turns)

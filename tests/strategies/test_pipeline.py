@@ -12,7 +12,9 @@ from structlog.testing import capture_logs
 
 from strategies.base import Replacement
 from strategies.dedup import Dedup
+from strategies.discard import Discard
 from strategies.pipeline import (
+    LAST_RESORT,
     STRATEGY_ORDER,
     PipelineOptions,
     apply_replacements,
@@ -36,8 +38,9 @@ HEREDOC = "cat > /r/t.py << 'EOF'\n" + BODY + "\nEOF\npython /r/t.py"
 
 
 def test_the_order_is_one_list() -> None:
-    assert STRATEGY_ORDER == (Dedup, Supersede, PurgeErrors, Truncation)
-    assert [s.name for s in STRATEGY_ORDER] == ["dedup", "supersede", "purge_errors", "truncation"]
+    assert STRATEGY_ORDER == (Dedup, Supersede, PurgeErrors, Truncation, Discard)
+    assert [s.name for s in STRATEGY_ORDER] == ["dedup", "supersede", "purge_errors", "truncation", "discard"]
+    assert LAST_RESORT == {"discard"}
 
 
 def test_at_most_one_replacement_per_target_earlier_strategies_first() -> None:
@@ -84,7 +87,7 @@ def test_a_failing_analysis_fails_open(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_things_that_are_not_messages_are_left_alone() -> None:
     messages: list[Any] = [*conversation(bash("cat /r/a.py", BODY), bash("cat /r/a.py", BODY)), "junk", {"role": 7}]
-    replacements = propose_all(messages, make_ctx())
+    replacements = propose_all(messages, make_ctx(), PipelineOptions(enabled=("dedup", "supersede")))
     assert [r.index for r in replacements] == [3]
     assert apply_replacements(messages, replacements)[-2:] == ["junk", {"role": 7}]
 
@@ -111,7 +114,7 @@ def test_apply_replacements_keeps_everything_but_the_text() -> None:
                             bash("cat /r/t.py", BODY))
     before = copy.deepcopy(messages)
     replacements = propose_all(messages, make_ctx())
-    assert {r.strategy for r in replacements} == {"supersede", "dedup"}
+    assert {r.strategy for r in replacements} == {"supersede", "dedup", "discard"}
     out = apply_replacements(messages, replacements)
     assert messages == before
     touched = {r.index for r in replacements}

@@ -42,3 +42,32 @@ def test_short_inputs_save_nothing() -> None:
 def test_options_validate() -> None:
     with pytest.raises(OptionError, match="turns_before_purge"):
         PurgeErrors.Options(turns_before_purge=-1)
+
+
+LONG_TRACEBACK = "Traceback (most recent call last):\n" + "\n".join(
+    f'  File "/r/m{i}.py", line {i}, in f{i}\n    g{i}()' for i in range(40)) + "\nNameError: name 'x' is not defined"
+
+
+def test_a_failed_calls_long_output_keeps_only_its_error_lines() -> None:
+    messages = conversation(bash("python /r/t.py", LONG_TRACEBACK, 1), *filler(4))
+    (replacement,) = PurgeErrors().propose(messages, make_ctx())
+    assert replacement.index == 3 and replacement.strategy == "purge_errors"
+    head, *kept = replacement.new_text.split("\n")
+    assert head.startswith("[ruyi: failed output of `python /r/t.py`") and "run it again for the whole output" in head
+    assert kept[-1] == "NameError: name 'x' is not defined" and len(kept) == 5  # </output> is no error line
+    assert replacement.tokens_saved > 100
+
+
+def test_the_exception_line_is_kept_when_output_follows_it() -> None:
+    text = LONG_TRACEBACK + "\n" + "\n".join(f"cleanup {i}" for i in range(8))
+    messages = conversation(bash("python /r/t.py", text, 1), *filler(4))
+    (replacement,) = PurgeErrors(PurgeErrors.Options(keep_error_lines=2)).propose(messages, make_ctx())
+    assert replacement.new_text.split("\n")[1:] == ["NameError: name 'x' is not defined", "cleanup 6", "cleanup 7"]
+
+
+def test_outputs_stay_when_purge_outputs_is_off_or_the_failure_is_young() -> None:
+    old = conversation(bash("python /r/t.py", LONG_TRACEBACK, 1), *filler(4))
+    assert PurgeErrors(PurgeErrors.Options(purge_outputs=False)).propose(old, make_ctx()) == []
+    assert PurgeErrors().propose(conversation(bash("python /r/t.py", LONG_TRACEBACK, 1), *filler(3)), make_ctx()) == []
+    with pytest.raises(OptionError, match="keep_error_lines"):
+        PurgeErrors.Options(keep_error_lines=0)
