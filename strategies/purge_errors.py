@@ -10,8 +10,9 @@ from strategies.base import CONTENT, Replacement, StrategyContext, check_int
 from strategies.conversation import Call, Conversation, analyze
 from strategies.placeholder import first_line, placeholder, ref_id, replace_arguments
 
-_WRAPPER = re.compile(r"^\s*</?[\w-]+>\s*$")
-"""A line that only opens or closes an agent's wrapper tag (`</output>`): it says nothing of the error."""
+_WRAPPER = re.compile(r"^\s*(?:</?[\w-]+>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")
+"""A line an agent wraps every output in (`</output>`, SWE-agent's `(Open file: …)` footer and prompt):
+it says nothing of the error."""
 _EXCEPTION = re.compile(r"^\s*[\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b:?")
 _LINE_CHARS = 300
 

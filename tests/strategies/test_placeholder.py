@@ -36,6 +36,7 @@ def test_first_line() -> None:
     assert first_line("\n\n  hello `x`  \nmore", "label") == "hello 'x'"
     assert first_line("label\nmore", "label") is None
     assert (first_line("y" * 100, "l") or "").endswith("…")
+    assert first_line("<returncode>0</returncode>\n<output>\nfound it\n</output>", "l") == "found it"
 
 
 @pytest.mark.parametrize(

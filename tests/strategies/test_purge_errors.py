@@ -8,7 +8,7 @@ import pytest
 
 from strategies.base import OptionError
 from strategies.purge_errors import PurgeErrors
-from tests.strategies.factories import bash, conversation, indices, lines, make_ctx
+from tests.strategies.factories import bash, conversation, indices, lines, make_ctx, step
 
 SCRIPT = "cat > /r/t.py << 'EOF'\n" + lines("code", 30) + "\nEOF\npython /r/t.py"
 TRACEBACK = "Traceback (most recent call last):\n  File \"/r/t.py\", line 3\nNameError: x"
@@ -71,3 +71,10 @@ def test_outputs_stay_when_purge_outputs_is_off_or_the_failure_is_young() -> Non
     assert PurgeErrors().propose(conversation(bash("python /r/t.py", LONG_TRACEBACK, 1), *filler(3)), make_ctx()) == []
     with pytest.raises(OptionError, match="keep_error_lines"):
         PurgeErrors.Options(keep_error_lines=0)
+
+
+def test_swe_agent_footers_are_not_error_lines() -> None:
+    footer = "\n(Open file: /r/t.py)\n(Current directory: /r)\nbash-$"
+    messages = conversation(step("bash", LONG_TRACEBACK + footer, command="python /r/t.py"), *filler(4))
+    (replacement,) = PurgeErrors(PurgeErrors.Options(keep_error_lines=1)).propose(messages, make_ctx())
+    assert replacement.new_text.split("\n")[1:] == ["NameError: name 'x' is not defined"]
