@@ -51,6 +51,8 @@ def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
         ("pruning:\n  strategies:\n    dedup:\n      colour: red\n", "pruning.strategies.dedup.colour", "unknown key"),
         ("pruning:\n  strategies:\n    enabled: [summarize]\n", "pruning.strategies", "unknown strategy 'summarize'"),
         ("pruning:\n  bogus: 1\n", "pruning.bogus", "unknown key"),
+        ("pruning:\n  horizon_share: -1\n", "pruning", "horizon_share must be >= 0"),
+        ("pruning:\n  strategies:\n    discard:\n      min_tokens: -1\n", "pruning.strategies.discard", "min_tokens"),
         ("pruning:\n  tools: [{name: view, kind: nonsense}]\n", "pruning.tools[0].kind", "expected one of"),
         ("tiers:\n  prune: 0.5\n", "tiers", "tiers.prune (0.5) must be above"),
     ],
