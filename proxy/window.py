@@ -6,6 +6,7 @@ import fnmatch
 import functools
 import importlib.util
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
+MODELS_MAX = 1024
+"""Ollama models whose trained length (or failure) is remembered."""
 LADDER_START = 8192
 """The smallest num_ctx Ruyi sets; each step doubles it (8k, 16k, 32k, …), the last step is the cap."""
 
@@ -47,6 +50,9 @@ class OllamaOptions:
     open models are trained for; raise it for bigger GPUs, lower it for small ones."""
     default_context: int = 4096
     """num_ctx the Ollama server runs /v1/chat/completions at (it takes no options there)."""
+    show_retry_s: float = 30.0
+    """A model whose /api/show failed is not asked again for this long: an Ollama that is down or a
+    model it does not know is not asked on every request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,21 +151,36 @@ class OllamaWindows:
         self.window_options = window
         self.options = ollama
         self._trained: dict[str, int | None] = {}
+        self._failed: dict[str, float] = {}
+        """Model → monotonic time its /api/show last failed."""
 
     async def context_length(self, model: str) -> int | None:
-        """The model's trained context length, fetched once per model (failed fetches are retried)."""
+        """The model's trained context length, fetched once per model (a failed fetch is retried
+        after ollama.show_retry_s)."""
         if model in self._trained:
             return self._trained[model]
+        failed = self._failed.get(model)
+        if failed is not None and time.monotonic() - failed < self.options.show_retry_s:
+            return None
         try:
             body = await self._show(model)
         except Exception as exc:  # noqa: BLE001 — fail open: the window falls back to a default
             log.warning("ollama_show_failed", model=model, error=repr(exc))
-            return None
+            body = None
         if body is None:
+            self._remember(self._failed, model, time.monotonic())
             return None
+        self._failed.pop(model, None)
         length = trained_context_length(body)
-        self._trained[model] = length
+        self._remember(self._trained, model, length)
         return length
+
+    @staticmethod
+    def _remember(table: dict[str, Any], model: str, value: Any) -> None:
+        """Store value, forgetting everything once the table holds MODELS_MAX models (names come from clients)."""
+        if len(table) >= MODELS_MAX:
+            table.clear()
+        table[model] = value
 
     async def window_for(self, model: str, body: Mapping[str, Any], api: OllamaApi) -> Window:
         """Config, else the request's options.num_ctx, else (native APIs) min(trained length,

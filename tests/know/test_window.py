@@ -128,12 +128,29 @@ async def test_ollama_never_uses_litellm_map(ollama: tuple[FakeOllama, OllamaWin
     assert window == Window(65536, "model_info")  # litellm says 8192 for ollama/llama3.1
 
 
-async def test_ollama_unknown_model_falls_back_and_is_retried(ollama: tuple[FakeOllama, OllamaWindows]) -> None:
+async def test_ollama_unknown_model_falls_back_and_is_not_asked_again_at_once(ollama: tuple[FakeOllama, OllamaWindows]) -> None:
     fake, windows = ollama
     assert await windows.window_for("missing:1", {}, "chat") == Window(65536, "default")
     assert await windows.window_for("missing:1", {}, "chat") == Window(65536, "default")
-    assert fake.calls == ["missing:1", "missing:1"]  # a failed fetch is not cached
+    assert fake.calls == ["missing:1"]  # a failure is remembered for show_retry_s
     assert await windows.window_for("odd:1", {}, "chat") == Window(65536, "default")
+
+
+async def test_a_failed_show_is_retried_after_show_retry_s(aiohttp_server: Any) -> None:
+    fake = FakeOllama()
+    app = web.Application()
+    app.router.add_post("/api/show", fake.show)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+
+        async def show(model: str) -> Mapping[str, Any] | None:
+            async with session.post(f"http://127.0.0.1:{server.port}/api/show", json={"model": model}) as resp:
+                return await resp.json() if resp.status == 200 else None
+
+        windows = OllamaWindows(show, WindowOptions(), OllamaOptions(max_num_ctx=65536, show_retry_s=0))
+        for _ in range(2):
+            assert await windows.window_for("missing:1", {}, "chat") == Window(65536, "default")
+    assert fake.calls == ["missing:1", "missing:1"]
 
 
 async def test_ollama_show_that_raises_fails_open() -> None:
