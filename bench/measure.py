@@ -17,9 +17,10 @@ from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry
 from proxy import tokens, window
 from proxy.tiers import TierOptions, tier_for
+from proxy.replay import public_traces
 from proxy.tokens import TokenCounter
 
-TRACES = Path("/work/shared/traces")
+TRACES = public_traces()
 Messages = list[dict[str, Any]]
 
 

@@ -23,6 +23,7 @@ from config.load import load_config  # noqa: E402
 from proxy.offline import OfflineRuyi  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 from proxy.replay import (  # noqa: E402
+    public_traces,
     Cl100kCounter,
     CountTokens,
     Prices,
@@ -38,7 +39,7 @@ from proxy.replay import (  # noqa: E402
 
 RUYI_CONFIG = load_config(None, {k: v for k, v in os.environ.items() if k.startswith("RUYI_")})
 RUYI_COUNTER = TokenCounter(RUYI_CONFIG.tokens)
-TRACES = Path("/work/shared/traces")
+TRACES = public_traces()
 WINDOWS = (16_000, 32_000, 64_000)
 Factory = Callable[[int], Rewrite]
 NOTES = (

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Protocol
 
 from proxy.replay_metrics import cached_prefix, canonical, invalid_arguments, needles_kept, orphans, request_ends
@@ -198,6 +199,12 @@ class Trace:
     model: str
     messages: list[Message]
     tools: Tools
+
+
+def public_traces() -> Path:
+    """Where the public traces are: RUYI_TRACES, else shared/traces beside the checkout, else /work/shared/traces."""
+    beside = Path(__file__).resolve().parents[2] / "shared" / "traces"
+    return Path(os.environ.get("RUYI_TRACES") or (beside if beside.is_dir() else "/work/shared/traces"))
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from proxy.replay import public_traces
 
-def _traces_dir() -> Path:
-    """RUYI_TRACES, else the shared/traces beside the checkout, else this workplace's shared folder."""
-    beside = Path(__file__).resolve().parents[3] / "shared" / "traces"
-    return Path(os.environ.get("RUYI_TRACES") or (beside if beside.is_dir() else "/work/shared/traces"))
-
-
-TRACES = _traces_dir()
+TRACES = public_traces()
 
 
 def trace_files() -> list[Path]:
