@@ -16,18 +16,24 @@ if TYPE_CHECKING:
 KEEP_ARGUMENT_CHARS = 80
 """An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
 
-_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("google_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer", re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=]{16,}")),
-    ("url_password", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+_SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("private_key", ("PRIVATE KEY-----",),
+     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
+    ("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
+    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("aws_access_key", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("jwt", ("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer", ("bearer ",), re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=]{16,}")),
+    ("url_password", ("://",), re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
 )
+"""(kind, needles, pattern): the pattern can only match a text holding one of the needles (for a
+case-insensitive pattern: in any case), so most texts skip the slower regex scan."""
+_ASSIGNED_HINT = re.compile(r"(?:passw|secret|key|token)[a-z0-9_]*\s*[:=]")
+"""What any match of _ASSIGNED_SECRET shows in lower-cased ASCII text: a key word, then `:` or `=`."""
 _ASSIGNED_SECRET = re.compile(
     r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[A-Za-z0-9_]*)"
     r"(\s*[:=]\s*)(['\"]?)([^\s'\"]{6,})\3"
@@ -36,12 +42,25 @@ _ASSIGNED_SECRET = re.compile(
 
 def redact_secrets(text: str) -> str:
     """The text with keys, tokens, private keys and assigned passwords replaced by [REDACTED:<kind>]."""
-    for kind, pattern in _SECRETS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
+    for kind, needles, pattern in _SECRETS:
+        if _may_match(text, needles, pattern):
+            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    if text.isascii() and not _ASSIGNED_HINT.search(text.lower()):
+        return text
     return _ASSIGNED_SECRET.sub(
         lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
         text,
     )
+
+
+def _may_match(text: str, needles: tuple[str, ...], pattern: re.Pattern[str]) -> bool:
+    """False only when no needle occurs in text, so pattern cannot match. Case-insensitive patterns are
+    checked on the lower-cased text if it is ASCII (beyond ASCII, regex case folding has more pairs)."""
+    if pattern.flags & re.IGNORECASE:
+        if not text.isascii():
+            return True
+        text = text.lower()
+    return any(needle in text for needle in needles)
 
 
 def ref_id(identity: str, target: str, original: str) -> str:

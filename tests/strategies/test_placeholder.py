@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from strategies import placeholder as placeholder_module
 from strategies.conversation import analyze
 from strategies.placeholder import (
     first_line,
@@ -91,3 +92,20 @@ def test_replace_arguments_needs_json_and_long_values() -> None:
     short = conversation(step("bash", "x", command="ls -la /a/very/long/path/that/is/still/short"))
     conv = analyze(short, ctx)
     assert replace_arguments(conv, conv.calls[0], ctx, "t", "w", "h") is None
+
+
+@pytest.mark.parametrize("text", [
+    "paſsword=hunter2hunter2",  # long s: the regex folds it to s, str.lower() does not
+    "\u212aEY=abcdef123456",  # Kelvin sign folds to k
+    "Authorization: BEARER abcdefghijklmnopqrstuvwxyz",
+    "ghp_short and github_pat_" + "a" * 45,
+    "no secrets at all, just words",
+])
+def test_redact_secrets_equals_every_pattern_applied(text: str) -> None:
+    expected = text
+    for kind, _needles, pattern in placeholder_module._SECRETS:
+        expected = pattern.sub(f"[REDACTED:{kind}]", expected)
+    expected = placeholder_module._ASSIGNED_SECRET.sub(
+        lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
+        expected)
+    assert redact_secrets(text) == expected
