@@ -108,7 +108,7 @@ class Pruner:
         self.tiers = tiers
         self.tools = options.tool_table()
         self.memo: dict[Any, Any] = {}
-        """Classifications of calls already seen (pure by key), so a request costs its new calls only."""
+        """Classifications of calls and placeholders already built (pure by key), so a request costs its new calls only."""
 
     def rewrite(
         self,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from strategies.base import ARGS_PREFIX, CONTENT, Replacement
+from strategies.base import ARGS_PREFIX, CONTENT, Replacement, text_key
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
@@ -88,6 +89,21 @@ def _identity(conversation: Conversation, call: Call, index: int) -> str:
     return call.call_id or f"#{index}"
 
 
+Built = tuple[str, int, int, str]
+"""A replacement's text, tokens before and after, and ref id: what building it costs, remembered."""
+
+
+def _remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], Built | None]) -> Built | None:
+    """build(), remembered in ctx.memo under key (every input of build is in the key; texts by text_key)."""
+    if ctx.memo is None:
+        return build()
+    key = (*key, ctx.min_saving_tokens, ctx.count_tokens)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = build() or False
+    return found or None
+
+
 def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
                    how: str = "run it again if you need it", what: str = "older output") -> Replacement | None:
     """The whole result of call replaced by a placeholder, if that saves at least ctx.min_saving_tokens."""
@@ -96,14 +112,21 @@ def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext,
     original = conversation.texts[call.result]
     if not original:
         return None
-    ref = ref_id(_identity(conversation, call, call.result), CONTENT, original)
-    before = ctx.count_tokens(original)
-    if before < ctx.min_saving_tokens:
+    identity, label = _identity(conversation, call, call.result), call.action.label
+
+    def build() -> Built | None:
+        ref = ref_id(identity, CONTENT, original)
+        before = ctx.count_tokens(original)
+        if before < ctx.min_saving_tokens:
+            return None
+        text = placeholder(what, label, before, why, how, ref, first_line(original, label))
+        after = ctx.count_tokens(text)
+        return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None
+
+    built = _remembered(ctx, ("output", identity, text_key(original), label, why, how, what), build)
+    if built is None:
         return None
-    text = placeholder(what, call.action.label, before, why, how, ref, first_line(original, call.action.label))
-    after = ctx.count_tokens(text)
-    if before - after < ctx.min_saving_tokens:
-        return None
+    text, before, after, ref = built
     return Replacement(call.result, CONTENT, text, original, before, after, ref, strategy, why)
 
 
@@ -112,17 +135,27 @@ def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyConte
     """The call's long argument values replaced by placeholder strings; every key kept, JSON stays valid."""
     if call.call_id is None or call.index in conversation.protected or not call.arguments:
         return None
+    call_id, arguments, label = call.call_id, call.arguments, call.action.label
+    target = ARGS_PREFIX + call_id
+    built = _remembered(ctx, ("arguments", call_id, text_key(arguments), label, why, how),
+                        lambda: _arguments_placeholder(arguments, target, label, ctx, why, how))
+    if built is None:
+        return None
+    text, before, after, ref = built
+    return Replacement(call.index, target, text, arguments, before, after, ref, strategy, why)
+
+
+def _arguments_placeholder(arguments: str, target: str, label: str, ctx: StrategyContext, why: str, how: str) -> Built | None:
     try:
-        args = json.loads(call.arguments)
+        args = json.loads(arguments)
     except ValueError:
         return None
     if not isinstance(args, dict):
         return None
-    target = ARGS_PREFIX + call.call_id
-    before = ctx.count_tokens(call.arguments)
+    before = ctx.count_tokens(arguments)
     if before < ctx.min_saving_tokens:
         return None
-    ref = ref_id(call.call_id, target, call.arguments)
+    ref = ref_id(target[len(ARGS_PREFIX) :], target, arguments)
     new: dict[str, Any] = {}
     for key, value in args.items():
         encoded = json.dumps(value, ensure_ascii=False)
@@ -130,11 +163,9 @@ def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyConte
             new[key] = value
             continue
         tokens = ctx.count_tokens(value if isinstance(value, str) else encoded)
-        new[key] = placeholder(f"`{key}` argument", call.action.label, tokens, why, how, ref)
+        new[key] = placeholder(f"`{key}` argument", label, tokens, why, how, ref)
     if new == args:
         return None
     text = json.dumps(new, ensure_ascii=False)
     after = ctx.count_tokens(text)
-    if before - after < ctx.min_saving_tokens:
-        return None
-    return Replacement(call.index, target, text, call.arguments, before, after, ref, strategy, why)
+    return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None

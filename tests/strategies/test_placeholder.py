@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from strategies.placeholder import (
     replace_arguments,
     replace_output,
 )
+from tests.know.traces import load, trace_files
 from tests.strategies.factories import bash, conversation, lines, make_ctx, step
 
 
@@ -109,3 +111,19 @@ def test_redact_secrets_equals_every_pattern_applied(text: str) -> None:
         lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
         expected)
     assert redact_secrets(text) == expected
+
+
+@pytest.mark.skipif(not trace_files(), reason="no traces on this machine")
+def test_remembered_replacements_equal_fresh_ones_on_every_trace() -> None:
+    memo: dict[Any, Any] = {}  # one memo for every trace and both passes, as a Pruner keeps it
+    for path in trace_files():
+        messages = load(path)["messages"]
+        plain = make_ctx(min_saving_tokens=20)
+        remembering = make_ctx(min_saving_tokens=20, memo=memo)
+        conv = analyze(messages, plain)
+        for _ in range(2):
+            for call in conv.calls:
+                for why in ("a", "b"):
+                    assert replace_output(conv, call, remembering, "s", why, "how") == replace_output(conv, call, plain, "s", why, "how")
+                    assert (replace_arguments(conv, call, remembering, "s", why, "how")
+                            == replace_arguments(conv, call, plain, "s", why, "how"))
