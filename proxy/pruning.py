@@ -13,11 +13,13 @@ from strategies.base import Replacement, StrategyContext
 from strategies.classify import ToolSpec, tools_from_mapping
 from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
-from strategies.conversation import analyze
+from strategies.conversation import Conversation, Prefix, analyze
 from strategies.protection import Protection, protected_indices
 
 Messages = list[dict[str, Any]]
 MEMO_MAX = 100_000
+PREFIXES_MAX = 256
+"""Analyses kept for the next request of a session (each: a few small tuples per message, no texts)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class Pruner:
         self.tools = options.tool_table()
         self.memo: dict[Any, Any] = {}
         """Classifications of calls and placeholders already built (pure by key), so a request costs its new calls only."""
+        self.prefixes: OrderedDict[str, Prefix] = OrderedDict()
+        """The last analysis of recent requests, by their last chain link: the next request of a session
+        analyses only what it does not share with one (least recently used dropped past PREFIXES_MAX)."""
 
     def rewrite(
         self,
@@ -145,10 +150,7 @@ class Pruner:
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:
-            try:
-                analysis = analyze(current, base)
-            except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
-                analysis = None
+            analysis = _analyze(current, base, self._known(links))
         if opts.enabled and prunable and "truncation" in opts.strategies.enabled and shared < len(messages):
             arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
             new = [r for r in propose_all(current, replace(base, conversation=analysis), arrival, failures)
@@ -162,10 +164,13 @@ class Pruner:
             taken |= {(r.index, r.target) for r in new}
             turns = opts.overflow_protected_turns if harder else opts.protected_turns
             ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)
+            batch_messages = apply_replacements(current, new) if new else current
             if analysis is not None and not new:  # the same messages: reuse the analysis, re-derive protection
                 ctx = replace(ctx, conversation=replace(analysis, protected=protected_indices(analysis, turns, opts.protection)))
-            proposals = [r for r in propose_all(apply_replacements(current, new) if new else current, ctx, opts.strategies, failures)
-                         if (r.index, r.target) not in taken]
+            elif analysis is not None:  # truncated on arrival: analyse again what changed
+                analysis = _analyze(batch_messages, ctx, analysis.prefix)
+                ctx = replace(ctx, conversation=analysis)
+            proposals = [r for r in propose_all(batch_messages, ctx, opts.strategies, failures) if (r.index, r.target) not in taken]
             freed = sum(r.tokens_saved for r in proposals)
             need = 0 if harder else opts.clear_at_least * budget.window
             chosen: list[Replacement] = []
@@ -182,6 +187,8 @@ class Pruner:
             tokens -= sum(r.tokens_saved for r in chosen)
         if batch == "none" and tokens >= threshold:
             batch = "waiting"
+        if analysis is not None and analysis.prefix is not None and len(links) == len(messages) and links:
+            self._keep(links[-1], analysis.prefix)
         out = apply_replacements(current, new) if new else current
         new_decisions: dict[str, list[dict[str, Any]]] = {}
         for r in new:
@@ -189,6 +196,21 @@ class Pruner:
         refs = {r.ref_id: redact_secrets(r.original) for r in new}
         report = self._report(tokens_before, tokens, in_force, budget, batch, new, len(sticky), failures, harder)
         return Outcome(out, new_decisions, refs, tokens, retry_at, clear_retry, report)
+
+    def _known(self, links: Sequence[str]) -> Prefix | None:
+        """The kept analysis of the longest request this one extends (or repeats)."""
+        for link in reversed(links):
+            prefix = self.prefixes.get(link)
+            if prefix is not None:
+                self.prefixes.move_to_end(link)
+                return prefix
+        return None
+
+    def _keep(self, link: str, prefix: Prefix) -> None:
+        self.prefixes[link] = prefix
+        self.prefixes.move_to_end(link)
+        if len(self.prefixes) > PREFIXES_MAX:
+            self.prefixes.popitem(last=False)
 
     def _paying(self, proposals: list[Replacement], sent_tokens: Sequence[int], shared: int, requests_seen: int) -> list[Replacement]:
         """The proposals from some index on whose saving, over the requests expected ahead, exceeds the
@@ -231,6 +253,13 @@ class Pruner:
             "protected_turns": self.options.overflow_protected_turns if harder else self.options.protected_turns,
             "failed_strategies": dict(failures),
         }
+
+
+def _analyze(messages: Messages, ctx: StrategyContext, known: Prefix | None) -> Conversation | None:
+    try:
+        return analyze(messages, ctx, known)
+    except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
+        return None
 
 
 def _has_tool_part(message: Any) -> bool:

@@ -98,10 +98,10 @@ def _remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], 
     if ctx.memo is None:
         return build()
     key = (*key, ctx.min_saving_tokens, ctx.count_tokens)
-    found = ctx.memo.get(key)
+    found: Built | bool | None = ctx.memo.get(key)
     if found is None:
-        found = ctx.memo[key] = build() or False
-    return found or None
+        found = ctx.memo[key] = build() or False  # False: nothing worth replacing, remembered too
+    return found if isinstance(found, tuple) else None
 
 
 def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
