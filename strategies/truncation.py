@@ -122,7 +122,8 @@ class Truncation:
                 continue
             budget = self.budget(call.action.kind, ctx)
             too_many_files = call.action.kind == "list" and text.count("\n") > self.options.glob_max_files + 4
-            if len(text.encode("utf-8", "surrogatepass")) <= budget and not too_many_files:
+            size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+            if size <= budget and not too_many_files:
                 continue
             tokens = ctx.count_tokens(text)
             if tokens <= budget and not too_many_files:
