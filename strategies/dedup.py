@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,15 +93,20 @@ class Dedup:
         writes = WriteLog(conversation.calls)
         by_key: dict[str, list[Call]] = defaultdict(list)
         reads_by_path: dict[str, list[Call]] = defaultdict(list)
+        rank: dict[tuple[bool, int], int] = {}  # (a read of a path?, position) -> place in its list
         for call in calls:
-            by_key[call.action.key].append(call)
+            group = by_key[call.action.key]
+            rank[False, call.position] = len(group)
+            group.append(call)
             if call.action.kind == "read" and call.action.path is not None:
-                reads_by_path[call.action.path].append(call)
+                group = reads_by_path[call.action.path]
+                rank[True, call.position] = len(group)
+                group.append(call)
         proposals: list[Replacement] = []
         for call in calls:
             if call.result in conversation.protected:
                 continue
-            later = self._later(call, by_key, reads_by_path, writes, conversation)
+            later = self._later(call, by_key, reads_by_path, rank, writes, conversation)
             if later is None:
                 continue
             why, how = self._explain(call, later)
@@ -110,16 +116,16 @@ class Dedup:
         return proposals
 
     def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
-               writes: WriteLog, conversation: Conversation) -> Call | None:
+               rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation) -> Call | None:
         """The earliest later call that makes older redundant: it never changes as the conversation grows."""
         kind = older.action.kind
         output = conversation.output(older)
         by_key_kind = kind in self.options.by_key and kind in _BY_KEY
-        candidates = [c for c in by_key[older.action.key] if c.position > older.position]
+        same = by_key[older.action.key][rank[False, older.position] + 1 :]
+        candidates: Iterable[Call] = same
         if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
-            candidates += [c for c in reads_by_path[older.action.path]
-                           if c.position > older.position and c.action.key != older.action.key and covers(c, older)]
-        for later in sorted(candidates, key=lambda c: c.position):
+            candidates = _with_covering(older, same, reads_by_path[older.action.path][rank[True, older.position] + 1 :])
+        for later in candidates:
             if later.action.key == older.action.key and conversation.output(later) == output:
                 return later
             if by_key_kind and not later.is_error and not writes.changed(older.action.path, older.position, later.position):
@@ -136,3 +142,17 @@ class Dedup:
         if kind in {"search", "list"}:
             return f"the same {kind} ran again later, no file changed in between", "run it again if you need it"
         return "a later identical call returned the same output", "see the later output"
+
+
+def _with_covering(older: Call, same: list[Call], reads: list[Call]) -> Iterator[Call]:
+    """The later calls with older's key and the later reads covering it, in order (coverage checked lazily)."""
+    i = 0
+    for read in reads:
+        if read.action.key == older.action.key:
+            continue
+        while i < len(same) and same[i].position < read.position:
+            yield same[i]
+            i += 1
+        if covers(read, older):
+            yield read
+    yield from same[i:]
