@@ -85,6 +85,16 @@ class Prefix:
     anchored: frozenset[int]
     tools: Mapping[str, ToolSpec]
     protection: Protection.Options
+    notes: dict[Any, Any] = field(default_factory=dict, compare=False)
+    """What strategies derived from the final calls (those before the last frontier), each under its own key,
+    for the next request; written while this request is rewritten, read-only after."""
+    inherited: tuple[dict[Any, Any], int] | None = field(default=None, compare=False)
+    """The notes of the prefix this analysis resumed from, and how many of its calls it reused."""
+
+    @property
+    def final(self) -> int:
+        """How many calls come before the last frontier: they and their results no longer change."""
+        return self.frontiers[-1][1] if self.frontiers else 0
 
     def resume_point(self, keys: Sequence[object], ctx: StrategyContext) -> Frontier | None:
         """The last frontier before any message that differs from these keys (None: nothing to reuse)."""
@@ -196,7 +206,8 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix 
     kept = (known.calls[:count] if known is not None else ()) + tuple(
         Call(c.position, c.index, c.call_id, c.name, "", c.result, c.turn, c.action, c.is_error) for c in found[count:])
     prefix = Prefix(keys, conversation.turn_of, kept, tuple(frontiers), frozenset(always),
-                    conversation.anchored or frozenset(), ctx.tools, ctx.protection)
+                    conversation.anchored or frozenset(), ctx.tools, ctx.protection,
+                    inherited=(known.notes, count) if known is not None and start else None)
     conversation = replace(conversation, always=(ctx.protection, prefix.always), prefix=prefix)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 

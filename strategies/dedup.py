@@ -102,30 +102,55 @@ class Dedup:
                 group = reads_by_path[call.action.path]
                 rank[True, call.position] = len(group)
                 group.append(call)
+        known, valid = self._known(conversation)
+        final = conversation.prefix.final if conversation.prefix is not None else 0
+        notes: dict[int, tuple[int, int | None]] = {}
         proposals: list[Replacement] = []
         for call in calls:
             if call.result in conversation.protected:
                 continue
-            later = self._later(call, by_key, reads_by_path, rank, writes, conversation)
+            since, found = known.get(call.position, (0, None)) if call.position < valid else (0, None)
+            if found is not None and found < valid:
+                later: Call | None = conversation.calls[found]
+            else:
+                later = self._later(call, by_key, reads_by_path, rank, writes, conversation, min(since, valid))
+            if call.position < final:
+                notes[call.position] = (final, later.position if later is not None and later.position < final else None)
             if later is None:
                 continue
             why, how = self._explain(call, later)
             replacement = replace_output(conversation, call, ctx, self.name, why, how)
             if replacement is not None:
                 proposals.append(replacement)
+        if conversation.prefix is not None:
+            conversation.prefix.notes[self.name, self.options] = notes
         return proposals
 
+    def _known(self, conversation: Conversation) -> tuple[dict[int, tuple[int, int | None]], int]:
+        """What the request this one resumed from found, by older call: (the candidates before this position
+        were checked, the one of them that made it redundant), and below which position that still holds."""
+        inherited = conversation.prefix.inherited if conversation.prefix is not None else None
+        if inherited is None or (self.name, self.options) not in inherited[0]:
+            return {}, 0
+        notes, reused = inherited
+        known: dict[int, tuple[int, int | None]] = notes[self.name, self.options]
+        return known, reused
+
     def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
-               rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation) -> Call | None:
-        """The earliest later call that makes older redundant: it never changes as the conversation grows."""
+               rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation, since: int = 0) -> Call | None:
+        """The earliest later call that makes older redundant: it never changes as the conversation grows.
+        since: the candidates before this position are known not to."""
         kind = older.action.kind
         output = conversation.output(older)
         by_key_kind = kind in self.options.by_key and kind in _BY_KEY
         same = by_key[older.action.key][rank[False, older.position] + 1 :]
         candidates: Iterable[Call] = same
         if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
-            candidates = _with_covering(older, same, reads_by_path[older.action.path][rank[True, older.position] + 1 :])
+            candidates = _with_covering(older, same, reads_by_path[older.action.path][rank[True, older.position] + 1 :],
+                                        since)
         for later in candidates:
+            if later.position < since:
+                continue
             if later.action.key == older.action.key and conversation.output(later) == output:
                 return later
             if by_key_kind and not later.is_error and not writes.changed(older.action.path, older.position, later.position):
@@ -144,11 +169,12 @@ class Dedup:
         return "a later identical call returned the same output", "see the later output"
 
 
-def _with_covering(older: Call, same: list[Call], reads: list[Call]) -> Iterator[Call]:
-    """The later calls with older's key and the later reads covering it, in order (coverage checked lazily)."""
+def _with_covering(older: Call, same: list[Call], reads: list[Call], since: int) -> Iterator[Call]:
+    """The later calls with older's key and the later reads covering it, in order (coverage checked lazily,
+    and only from position since on)."""
     i = 0
     for read in reads:
-        if read.action.key == older.action.key:
+        if read.action.key == older.action.key or read.position < since:
             continue
         while i < len(same) and same[i].position < read.position:
             yield same[i]
