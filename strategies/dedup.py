@@ -89,12 +89,16 @@ class Dedup:
 
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]:
         conversation = analyze(messages, ctx)
-        calls = [c for c in conversation.calls if c.result is not None]
-        writes = WriteLog(conversation.calls)
+        calls = [c for c in conversation.calls if c.result is not None and c.result not in conversation.protected]
+        known, valid = self._known(conversation)
+        # Calls the previous request checked need only the candidates from `valid` on, others those after them.
+        lo = min([valid, *(c.position for c in calls if c.position < valid and c.position not in known)])
         by_key: dict[str, list[Call]] = defaultdict(list)
         reads_by_path: dict[str, list[Call]] = defaultdict(list)
         rank: dict[tuple[bool, int], int] = {}  # (a read of a path?, position) -> place in its list
-        for call in calls:
+        for call in conversation.calls[lo:]:
+            if call.result is None:
+                continue
             group = by_key[call.action.key]
             rank[False, call.position] = len(group)
             group.append(call)
@@ -102,20 +106,19 @@ class Dedup:
                 group = reads_by_path[call.action.path]
                 rank[True, call.position] = len(group)
                 group.append(call)
-        known, valid = self._known(conversation)
+        writes = WriteLog(conversation.calls)
         final = conversation.prefix.final if conversation.prefix is not None else 0
-        notes: dict[int, tuple[int, int | None]] = {}
+        found: dict[int, int | None] = {}
         proposals: list[Replacement] = []
         for call in calls:
-            if call.result in conversation.protected:
-                continue
-            since, found = known.get(call.position, (0, None)) if call.position < valid else (0, None)
-            if found is not None and found < valid:
-                later: Call | None = conversation.calls[found]
+            earlier = known.get(call.position, -1) if call.position < valid else -1
+            if earlier is not None and 0 <= earlier < valid:
+                later: Call | None = conversation.calls[earlier]
             else:
-                later = self._later(call, by_key, reads_by_path, rank, writes, conversation, min(since, valid))
+                since = valid if call.position < valid and call.position in known else 0
+                later = self._later(call, by_key, reads_by_path, rank, writes, conversation, since)
             if call.position < final:
-                notes[call.position] = (final, later.position if later is not None and later.position < final else None)
+                found[call.position] = later.position if later is not None and later.position < final else None
             if later is None:
                 continue
             why, how = self._explain(call, later)
@@ -123,31 +126,34 @@ class Dedup:
             if replacement is not None:
                 proposals.append(replacement)
         if conversation.prefix is not None:
-            conversation.prefix.notes[self.name, self.options] = notes
+            conversation.prefix.notes[self.name, self.options] = (final, found)
         return proposals
 
-    def _known(self, conversation: Conversation) -> tuple[dict[int, tuple[int, int | None]], int]:
-        """What the request this one resumed from found, by older call: (the candidates before this position
-        were checked, the one of them that made it redundant), and below which position that still holds."""
+    def _known(self, conversation: Conversation) -> tuple[dict[int, int | None], int]:
+        """What the request this one resumed from found: by older call, the candidate that made it redundant
+        (None: no candidate did), every candidate before the returned position checked."""
         inherited = conversation.prefix.inherited if conversation.prefix is not None else None
         if inherited is None or (self.name, self.options) not in inherited[0]:
             return {}, 0
         notes, reused = inherited
-        known: dict[int, tuple[int, int | None]] = notes[self.name, self.options]
-        return known, reused
+        final, found = notes[self.name, self.options]
+        return found, min(final, reused)
 
     def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
                rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation, since: int = 0) -> Call | None:
         """The earliest later call that makes older redundant: it never changes as the conversation grows.
-        since: the candidates before this position are known not to."""
+        The groups hold the candidates (at least those from position since on: the earlier ones are known not to)."""
         kind = older.action.kind
+        read_mode = kind == "read" and "read" in self.options.by_key and older.action.path is not None
+        if older.action.key not in by_key and not (read_mode and older.action.path in reads_by_path):
+            return None
         output = conversation.output(older)
         by_key_kind = kind in self.options.by_key and kind in _BY_KEY
-        same = by_key[older.action.key][rank[False, older.position] + 1 :]
+        same = by_key[older.action.key][rank.get((False, older.position), -1) + 1 :]
         candidates: Iterable[Call] = same
-        if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
-            candidates = _with_covering(older, same, reads_by_path[older.action.path][rank[True, older.position] + 1 :],
-                                        since)
+        if read_mode:
+            reads = reads_by_path[older.action.path][rank.get((True, older.position), -1) + 1 :]  # type: ignore[index]
+            candidates = _with_covering(older, same, reads, since)
         for later in candidates:
             if later.position < since:
                 continue
