@@ -144,15 +144,15 @@ class Dedup:
         """The earliest later call that makes older redundant: it never changes as the conversation grows.
         The groups hold the candidates (at least those from position since on: the earlier ones are known not to)."""
         kind = older.action.kind
-        read_mode = kind == "read" and "read" in self.options.by_key and older.action.path is not None
-        if older.action.key not in by_key and not (read_mode and older.action.path in reads_by_path):
+        path = older.action.path if kind == "read" and "read" in self.options.by_key else None  # later reads covering it
+        if older.action.key not in by_key and path not in reads_by_path:
             return None
         output = conversation.output(older)
         by_key_kind = kind in self.options.by_key and kind in _BY_KEY
         same = by_key[older.action.key][rank.get((False, older.position), -1) + 1 :]
         candidates: Iterable[Call] = same
-        if read_mode:
-            reads = reads_by_path[older.action.path][rank.get((True, older.position), -1) + 1 :]  # type: ignore[index]
+        if path is not None:
+            reads = reads_by_path[path][rank.get((True, older.position), -1) + 1 :]
             candidates = _with_covering(older, same, reads, since)
         for later in candidates:
             if later.position < since:
