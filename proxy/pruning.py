@@ -153,8 +153,11 @@ class Pruner:
             analysis = _analyze(current, base, self._known(links))
         if opts.enabled and prunable and "truncation" in opts.strategies.enabled and shared < len(messages):
             arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
-            new = [r for r in propose_all(current, replace(base, conversation=analysis), arrival, failures)
-                   if r.index >= shared and (r.index, r.target) not in taken]
+            if analysis is not None:  # only new messages are truncated on arrival: the others count as protected
+                arrival_ctx = replace(base, conversation=replace(analysis, protected=analysis.protected.union(range(shared))))
+            else:
+                arrival_ctx = base
+            new = [r for r in propose_all(current, arrival_ctx, arrival, failures) if r.index >= shared and (r.index, r.target) not in taken]
             tokens -= sum(r.tokens_saved for r in new)
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
