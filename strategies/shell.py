@@ -19,6 +19,7 @@ _HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _CHUNK = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.|[^'\"\\]+|\\\Z", re.DOTALL)
 _COMMENT = re.compile(r"(^|[\s;&|])#[^\n]*")
 _PLACEHOLDER = re.compile(r"RUYIQ\d+")
+_DOUBLE_QUOTED_ESCAPE = re.compile(r'\\(["\\$`\n])')
 _OPERATOR_CHARS = frozenset("();<>|&")
 _SEPARATORS = frozenset({"&&", "||", ";", "&", ";;"})
 _PIPES = frozenset({"|", "|&"})
@@ -142,7 +143,7 @@ def _unquote(chunk: str) -> str:
     if chunk[0] == "\\":
         return chunk[1:]
     body = chunk[1:-1] if len(chunk) > 1 and chunk.endswith('"') else chunk[1:]
-    return re.sub(r'\\(["\\$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), body)
+    return _DOUBLE_QUOTED_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), body) if "\\" in body else body
 
 
 def _is_operator(token: str) -> bool:
