@@ -11,9 +11,10 @@ from proxy.tiers import TierOptions, tier_for
 from proxy.window import Budget
 from strategies.base import Replacement, StrategyContext
 from strategies.classify import ToolSpec, tools_from_mapping
+from strategies.conversation import Conversation, analyze
 from strategies.pipeline import PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
-from strategies.conversation import Conversation, Prefix, analyze
+from strategies.prefix import Prefix
 from strategies.protection import Protection, protected_indices
 
 Messages = list[dict[str, Any]]

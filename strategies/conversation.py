@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from strategies.base import text_key
 from strategies.classify import ClassifyState, ToolAction, classify, observe
+from strategies.prefix import Frontier, Prefix, rearm, with_arguments
 from strategies.protection import always_protected, cites_anchor, protected_indices
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
-    from strategies.classify import ToolSpec
     from strategies.protection import Protection
 
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
@@ -63,47 +63,6 @@ class Conversation:
     def turns_after(self, index: int) -> int:
         """How many assistant messages come after the one that opened index's turn."""
         return self.turns - 1 - self.turn_of[index] if self.turn_of[index] >= 0 else self.turns
-
-
-Frontier = tuple[int, int, str | None, str | None, tuple[tuple[str, tuple[str, ...]], ...]]
-"""(index, calls, cwd, open file, script writes): every call before index has its result before index;
-the calls made before it and the classification state there."""
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """What an analysis learned that later messages cannot change: where a longer request may resume.
-
-    keys: message_key of each message (texts as text_key, never the texts); calls: without arguments.
-    """
-
-    keys: tuple[object, ...]
-    turn_of: tuple[int, ...]
-    calls: tuple[Call, ...]
-    frontiers: tuple[Frontier, ...]
-    always: frozenset[int]
-    anchored: frozenset[int]
-    tools: Mapping[str, ToolSpec]
-    protection: Protection.Options
-    notes: dict[Any, Any] = field(default_factory=dict, compare=False)
-    """What strategies derived from the final calls (those before the last frontier), each under its own key,
-    for the next request; written while this request is rewritten, read-only after."""
-    inherited: tuple[dict[Any, Any], int] | None = field(default=None, compare=False)
-    """The notes of the prefix this analysis resumed from, and how many of its calls it reused."""
-
-    @property
-    def final(self) -> int:
-        """How many calls come before the last frontier: they and their results no longer change."""
-        return self.frontiers[-1][1] if self.frontiers else 0
-
-    def resume_point(self, keys: Sequence[object], ctx: StrategyContext) -> Frontier | None:
-        """The last frontier before any message that differs from these keys (None: nothing to reuse)."""
-        if self.tools is not ctx.tools or self.protection != ctx.protection:
-            return None
-        same = len(self.keys)
-        if tuple(keys[:same]) != self.keys:
-            same = next((i for i, (a, b) in enumerate(zip(keys, self.keys)) if a != b), min(same, len(keys)))
-        return next((f for f in reversed(self.frontiers) if 0 < f[0] <= same), None)
 
 
 def read(messages: list[dict[str, Any]]) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[object, ...]]:
@@ -188,7 +147,7 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix 
     if known is not None and resume is not None:
         start, count, state.cwd, state.open_file, writes = resume
         state.script_writes = dict(writes)
-        calls = _rearm(known.calls[:count], messages)
+        calls = rearm(known.calls[:count], messages)
         frontiers = [f for f in known.frontiers if f[0] <= start]
         turn_of = list(known.turn_of[:start])
         always = {i for i in known.always if i < start}
@@ -204,7 +163,7 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix 
                         if isinstance(messages[i], dict) and cites_anchor(texts[i], messages[i], ctx.memo))
     conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, found, anchored=frozenset(anchored))
     always.update(always_protected(conversation, ctx.protection, start))
-    kept = (known.calls[:count] if known is not None else ()) + tuple(_with_arguments(c, "") for c in found[count:])
+    kept = (known.calls[:count] if known is not None else ()) + tuple(with_arguments(c, "") for c in found[count:])
     prefix = Prefix(keys, conversation.turn_of, kept, tuple(frontiers), frozenset(always),
                     conversation.anchored or frozenset(), ctx.tools, ctx.protection,
                     inherited=(known.notes, count) if known is not None and start else None)
@@ -252,33 +211,6 @@ def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts:
     if reach < len(messages) and (not frontiers or frontiers[-1][0] < len(messages)):
         frontiers.append((len(messages), len(calls), state.cwd, state.open_file, tuple(state.script_writes.items())))
     return tuple(calls)
-
-
-def _rearm(calls: Sequence[Call], messages: list[dict[str, Any]]) -> list[Call]:
-    """The calls of a Prefix with their arguments read again from the messages (the keys matched, so each
-    message holds the same tool calls)."""
-    out: list[Call] = []
-    previous, slot = -1, 0
-    for c in calls:
-        if c.call_id is None:
-            out.append(c)
-            continue
-        tool_calls = messages[c.index]["tool_calls"]
-        slot = slot + 1 if c.index == previous else 0
-        previous = c.index
-        while not (isinstance(tool_calls[slot], dict) and isinstance(tool_calls[slot].get("id"), str)):
-            slot += 1
-        arguments = (tool_calls[slot].get("function") or {}).get("arguments")
-        out.append(_with_arguments(c, arguments if isinstance(arguments, str) else ""))
-    return out
-
-
-def _with_arguments(call: Call, arguments: str) -> Call:
-    """A copy of call with other arguments, its fields copied as they are (three times faster than __init__,
-    and every resumed call is copied on every request)."""
-    copied = object.__new__(Call)
-    copied.__dict__.update(call.__dict__, arguments=arguments)
-    return copied
 
 
 def _call(position: int, index: int, call_id: str | None, name: str, arguments: str, result: int | None,
