@@ -20,7 +20,8 @@ from strategies.protection import Protection, protected_indices
 Messages = list[dict[str, Any]]
 MEMO_MAX = 100_000
 PREFIXES_MAX = 256
-"""Analyses kept for the next request of a session (each: a few small tuples per message, no texts)."""
+"""Analyses kept for the next request of a session: each a key per message (texts as hashes) and the calls'
+classifications (as the memo holds them), never the messages or outputs."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,7 @@ class Pruner:
 
 
 def _analyze(messages: Messages, ctx: StrategyContext, known: Prefix | None) -> Conversation | None:
+    """The analysis, resumed from known where it can; None if it fails."""
     try:
         return analyze(messages, ctx, known)
     except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
