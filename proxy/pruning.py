@@ -11,13 +11,17 @@ from proxy.tiers import TierOptions, tier_for
 from proxy.window import Budget
 from strategies.base import Replacement, StrategyContext
 from strategies.classify import ToolSpec, tools_from_mapping
+from strategies.conversation import Conversation, analyze
 from strategies.pipeline import LAST_RESORT, PipelineOptions, apply_replacements, propose_all
 from strategies.placeholder import redact_secrets
-from strategies.conversation import analyze
+from strategies.prefix import Prefix
 from strategies.protection import Protection, protected_indices
 
 Messages = list[dict[str, Any]]
 MEMO_MAX = 100_000
+PREFIXES_MAX = 256
+"""Analyses kept for the next request of a session: each a key per message (texts as hashes) and the calls'
+classifications (as the memo holds them), never the messages or outputs."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,10 @@ class Pruner:
             options.strategies, enabled=tuple(n for n in options.strategies.enabled if n not in LAST_RESORT))
         """The strategies for requests below the prune tier: no batch, so nothing is cleared for room."""
         self.memo: dict[Any, Any] = {}
-        """Classifications of calls already seen (pure by key), so a request costs its new calls only."""
+        """Classifications of calls and placeholders already built (pure by key), so a request costs its new calls only."""
+        self.prefixes: OrderedDict[str, Prefix] = OrderedDict()
+        """The last analysis of recent requests, by their last chain link: the next request of a session
+        analyses only what it does not share with one (least recently used dropped past PREFIXES_MAX)."""
 
     def rewrite(
         self,
@@ -153,14 +160,14 @@ class Pruner:
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:
-            try:
-                analysis = analyze(current, base)
-            except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
-                analysis = None
+            analysis = _analyze(current, base, self._known(links))
         if opts.enabled and prunable and "truncation" in opts.strategies.enabled and shared < len(messages):
             arrival = replace(opts.strategies, enabled=("truncation",))  # absolute caps only: the agent asked for it
-            new = [r for r in propose_all(current, replace(base, conversation=analysis), arrival, failures)
-                   if r.index >= shared and (r.index, r.target) not in taken]
+            if analysis is not None:  # only new messages are truncated on arrival: the others count as protected
+                arrival_ctx = replace(base, conversation=replace(analysis, protected=analysis.protected.union(range(shared))))
+            else:
+                arrival_ctx = base
+            new = [r for r in propose_all(current, arrival_ctx, arrival, failures) if r.index >= shared and (r.index, r.target) not in taken]
             tokens -= sum(r.tokens_saved for r in new)
         batch, retry_at, clear_retry = "none", None, False
         threshold = self.tiers.prune * budget.usable
@@ -170,11 +177,14 @@ class Pruner:
             taken |= {(r.index, r.target) for r in new}
             turns = opts.overflow_protected_turns if harder else opts.protected_turns
             ctx = replace(base, remaining_tokens=max(0, budget.usable - tokens), protected_turns=turns)
+            batch_messages = apply_replacements(current, new) if new else current
             if analysis is not None and not new:  # the same messages: reuse the analysis, re-derive protection
                 ctx = replace(ctx, conversation=replace(analysis, protected=protected_indices(analysis, turns, opts.protection)))
+            elif analysis is not None:  # truncated on arrival: analyse again what changed
+                analysis = _analyze(batch_messages, ctx, analysis.prefix)
+                ctx = replace(ctx, conversation=analysis)
             strategies = opts.strategies if due or harder else self.without_last_resort
-            proposals = [r for r in propose_all(apply_replacements(current, new) if new else current, ctx, strategies, failures)
-                         if (r.index, r.target) not in taken]
+            proposals = [r for r in propose_all(batch_messages, ctx, strategies, failures) if (r.index, r.target) not in taken]
             last_resort = [r for r in proposals if r.strategy in LAST_RESORT]
             proposals = [r for r in proposals if r.strategy not in LAST_RESORT]
             need = opts.clear_at_least * budget.window
@@ -194,6 +204,8 @@ class Pruner:
             tokens -= sum(r.tokens_saved for r in chosen)
         if batch == "none" and tokens >= threshold:
             batch = "waiting"
+        if analysis is not None and analysis.prefix is not None and len(links) == len(messages) and links:
+            self._keep(links[-1], analysis.prefix)
         out = apply_replacements(current, new) if new else current
         new_decisions: dict[str, list[dict[str, Any]]] = {}
         for r in new:
@@ -201,6 +213,21 @@ class Pruner:
         refs = {r.ref_id: redact_secrets(r.original) for r in new}
         report = self._report(tokens_before, tokens, in_force, budget, batch, new, len(sticky), failures, harder)
         return Outcome(out, new_decisions, refs, tokens, retry_at, clear_retry, report)
+
+    def _known(self, links: Sequence[str]) -> Prefix | None:
+        """The kept analysis of the longest request this one extends (or repeats)."""
+        for link in reversed(links):
+            prefix = self.prefixes.get(link)
+            if prefix is not None:
+                self.prefixes.move_to_end(link)
+                return prefix
+        return None
+
+    def _keep(self, link: str, prefix: Prefix) -> None:
+        self.prefixes[link] = prefix
+        self.prefixes.move_to_end(link)
+        if len(self.prefixes) > PREFIXES_MAX:
+            self.prefixes.popitem(last=False)
 
     def _paying(self, proposals: list[Replacement], sent_tokens: Sequence[int], shared: int, requests_seen: int) -> list[Replacement]:
         """The proposals from some index on whose saving, over the requests expected ahead, exceeds the
@@ -254,6 +281,14 @@ def _oldest_until(candidates: list[Replacement], need: float) -> list[Replacemen
         taken.append(r)
         need -= r.tokens_saved
     return taken
+
+
+def _analyze(messages: Messages, ctx: StrategyContext, known: Prefix | None) -> Conversation | None:
+    """The analysis, resumed from known where it can; None if it fails."""
+    try:
+        return analyze(messages, ctx, known)
+    except Exception:  # noqa: BLE001 - fail open: propose_all analyses again and counts the failure
+        return None
 
 
 def _has_tool_part(message: Any) -> bool:

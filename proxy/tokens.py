@@ -145,7 +145,9 @@ class TokenCounter:
         self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
         """Recent tools lists with their encoding and count (compared in C before any hashing)."""
         self._texts: dict[str, OrderedDict[tuple[int, int], int]] = {}
-        """Per encoding: recent plain texts (tool outputs, placeholders) → their count."""
+        """Per encoding: recent plain texts (message texts, tool outputs, placeholders) → their count."""
+        self._counters: dict[str, Callable[[str], int]] = {}
+        """Per encoding: the counter of plain strings over ``_texts``."""
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -155,8 +157,15 @@ class TokenCounter:
         return len(encoder(encoding_name_for(model))(text))
 
     def text_counter(self, model: str) -> Callable[[str], int]:
-        """A counter of plain strings for one model, remembering recent texts (strategies ask repeatedly)."""
+        """A counter of plain strings for one model, remembering recent texts (strategies ask repeatedly).
+        One per encoding, the same function on every call; message counting fills it too."""
         name = encoding_name_for(model)
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._counters[name] = self._text_counter(name)
+        return counter
+
+    def _text_counter(self, name: str) -> Callable[[str], int]:
         encode = encoder(name)
         cache = self._texts.setdefault(name, OrderedDict())
         limit = TEXTS_KEPT
@@ -172,26 +181,27 @@ class TokenCounter:
 
         return count
 
-    def count_message(self, encode: Callable[[str], list[int]], message: Mapping[str, Any]) -> int:
-        """Tokens of one message as the model sees it: overhead, name, text, other parts, tool calls."""
+    def count_message(self, count_text: Callable[[str], int], message: Mapping[str, Any]) -> int:
+        """Tokens of one message as the model sees it: overhead, name, text, other parts, tool calls.
+        ``count_text`` is a text_counter, so strategies later find these texts counted."""
         n = TOKENS_PER_MESSAGE + 1  # + the role, one token
         name = message.get("name")
         if name:
-            n += TOKENS_PER_NAME + len(encode(str(name)))
+            n += TOKENS_PER_NAME + count_text(str(name))
         texts, others = text_parts(message.get("content"))
         for text in texts:
-            n += len(encode(text))
+            n += count_text(text)
         for part in others:
             kind = part.get("type") if isinstance(part, Mapping) else None
             if kind in ("image_url", "image", "input_image"):
                 n += self.options.image_tokens
             else:
-                n += len(encode(json.dumps(part, ensure_ascii=False, default=str)))
+                n += count_text(json.dumps(part, ensure_ascii=False, default=str))
         n += self.options.image_tokens * len(message.get("images") or ())
         calls = _tool_call_parts(message)
         n += TOKENS_PER_TOOL_CALL * (len(calls) // 2)
         for text in calls:
-            n += len(encode(text))
+            n += count_text(text)
         return n
 
     def count_tools(self, model: str, tools: Sequence[Any] | None) -> int:
@@ -222,7 +232,7 @@ class TokenCounter:
         if chain is None:
             chain = chain_of(messages)
         name = encoding_name_for(model)
-        encode = encoder(name)
+        count_text = self.text_counter(model)
         tag = _TAGS[name]
         cache = self._cache
         prefixes = self._prefixes.setdefault(name, OrderedDict())
@@ -239,7 +249,7 @@ class TokenCounter:
             key = digest + tag
             n = cache.get(key)
             if n is None:
-                n = self.count_message(encode, message)
+                n = self.count_message(count_text, message)
                 self._put(key, n)
                 counted += 1
             else:

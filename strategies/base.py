@@ -71,8 +71,9 @@ class StrategyContext:
     tools: tool name -> ToolSpec (the classification table).
     min_saving_tokens: a replacement saving fewer tokens than this is not proposed.
     conversation: the analysis of these messages, when the pipeline has made it once.
-    memo: a cache the caller keeps across requests: the classification of each call already seen, so a
-        growing conversation costs its new calls only. Pure: entries depend only on their keys.
+    memo: a cache the caller keeps across requests: the classification of each call already seen and
+        each placeholder already built, so a growing conversation costs its new calls only. Pure: entries
+        depend only on their keys (count_tokens among them, so it must be pure too).
     """
 
     count_tokens: Callable[[str], int]

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from strategies.base import text_key
 from strategies.classify import ClassifyState, ToolAction, classify, observe
-from strategies.protection import cites_anchor, protected_indices
+from strategies.prefix import Frontier, Prefix, rearm, with_arguments
+from strategies.protection import always_protected, cites_anchor, protected_indices
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
+    from strategies.protection import Protection
 
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
 _EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]|\b[Ee]xit code:? (-?\d+)|\"exit_code\":\s*(-?\d+)")
@@ -50,6 +52,10 @@ class Conversation:
     protected: frozenset[int] = field(default_factory=frozenset)
     anchored: frozenset[int] | None = None
     """Messages citing an anchor, found once per analysis (None: not looked for yet)."""
+    always: tuple[Protection.Options, frozenset[int]] | None = None
+    """Messages protected under these options whatever the protected turns, found once per analysis."""
+    prefix: Prefix | None = None
+    """What a longer request starting with these messages can reuse of this analysis."""
 
     def output(self, call: Call) -> str | None:
         return self.texts[call.result] if call.result is not None else None
@@ -57,6 +63,40 @@ class Conversation:
     def turns_after(self, index: int) -> int:
         """How many assistant messages come after the one that opened index's turn."""
         return self.turns - 1 - self.turn_of[index] if self.turn_of[index] >= 0 else self.turns
+
+
+def read(messages: list[dict[str, Any]]) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[object, ...]]:
+    """Each message's role, text and key: what analysis reads of it, texts as text_key, so that equal keys
+    mean an equal analysis (a fresh object, equal to nothing, for what is not a plain dict)."""
+    roles: list[str | None] = []
+    texts: list[str | None] = []
+    keys: list[object] = []
+    for message in messages:
+        if type(message) is not dict:
+            roles.append(role(message))
+            texts.append(message_text(message))
+            keys.append(object())
+            continue
+        get = message.get
+        value, content, tool_calls = get("role"), get("content"), get("tool_calls")
+        text = content if type(content) is str else message_text(message)
+        roles.append(value if isinstance(value, str) else None)
+        texts.append(text)
+        calls = tuple([_call_key(c) for c in tool_calls]) if isinstance(tool_calls, list) else None
+        keys.append((value, None if text is None else (hash(text), len(text)), get("tool_call_id"), get("is_error"),
+                     get("status"), calls))
+    return tuple(roles), tuple(texts), tuple(keys)
+
+
+def _call_key(tool_call: object) -> object:
+    if not isinstance(tool_call, dict):
+        return None
+    function = tool_call.get("function") or {}
+    if not isinstance(function, dict):
+        return object()
+    arguments = function.get("arguments")
+    arguments_key = (hash(arguments), len(arguments)) if isinstance(arguments, str) else ("repr", text_key(repr(arguments)))
+    return tool_call.get("id"), function.get("name"), arguments_key
 
 
 def role(message: object) -> str | None:
@@ -95,36 +135,57 @@ def is_error_output(message: Mapping[str, Any], text: str | None) -> bool:
     return "Traceback (most recent call last)" in text or bool(_FIRST_LINE_ERROR.match(text))
 
 
-def analyze(messages: list[dict[str, Any]], ctx: StrategyContext) -> Conversation:
-    """The Conversation of these messages: ctx.conversation when the pipeline already made it."""
+def analyze(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix | None = None) -> Conversation:
+    """The Conversation of these messages: ctx.conversation when the pipeline already made it.
+    ``known``: an earlier analysis's prefix; the messages this request still shares with it are not analysed again."""
     if ctx.conversation is not None and ctx.conversation.messages is messages:
         return ctx.conversation
-    roles = tuple(role(m) for m in messages)
-    texts = tuple(message_text(m) for m in messages)
-    turn_of: list[int] = []
-    turn = -1
-    for message_role in roles:
+    roles, texts, keys = read(messages)
+    state = ClassifyState(tools=ctx.tools)
+    start, count, calls, frontiers, turn_of, always, anchored = 0, 0, [], [], [], set(), set()
+    resume = known.resume_point(keys, ctx) if known is not None else None
+    if known is not None and resume is not None:
+        start, count, state.cwd, state.open_file, writes = resume
+        state.script_writes = dict(writes)
+        calls = rearm(known.calls[:count], messages)
+        frontiers = [f for f in known.frontiers if f[0] <= start]
+        turn_of = list(known.turn_of[:start])
+        always = {i for i in known.always if i < start}
+        anchored = {i for i in known.anchored if i < start}
+    turn = turn_of[-1] if turn_of else -1
+    for message_role in roles[start:]:
         turn += message_role == "assistant"
         turn_of.append(turn)
     observations = ctx.protection.observations_in_user_messages
-    calls = _calls(messages, roles, texts, turn_of, ClassifyState(tools=ctx.tools), observations, ctx.memo)
-    anchored = (frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(texts[i], m, ctx.memo))
-                if ctx.protection.anchor_protection else frozenset())
-    conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, calls, anchored=anchored)
+    found = _calls(messages, roles, texts, turn_of, state, observations, ctx.memo, start, calls, frontiers)
+    if ctx.protection.anchor_protection:
+        anchored.update(i for i in range(start, len(messages))
+                        if isinstance(messages[i], dict) and cites_anchor(texts[i], messages[i], ctx.memo))
+    conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, found, anchored=frozenset(anchored))
+    always.update(always_protected(conversation, ctx.protection, start))
+    kept = (known.calls[:count] if known is not None else ()) + tuple(with_arguments(c, "") for c in found[count:])
+    prefix = Prefix(keys, conversation.turn_of, kept, tuple(frontiers), frozenset(always),
+                    conversation.anchored or frozenset(), ctx.tools, ctx.protection,
+                    inherited=(known.notes, count) if known is not None and start else None)
+    conversation = replace(conversation, always=(ctx.protection, prefix.always), prefix=prefix)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
 def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts: tuple[str | None, ...],
-           turn_of: list[int], state: ClassifyState, observations: bool,
-           memo: MutableMapping[Any, Any] | None = None) -> tuple[Call, ...]:
+           turn_of: list[int], state: ClassifyState, observations: bool, memo: MutableMapping[Any, Any] | None,
+           start: int, calls: list[Call], frontiers: list[Frontier]) -> tuple[Call, ...]:
+    """The calls of messages[start:] added to calls (those before start); each frontier found added to frontiers."""
     results: dict[str, list[int]] = {}
-    for index, message_role in enumerate(roles):
-        if message_role == "tool" and isinstance(messages[index].get("tool_call_id"), str):
+    for index in range(start, len(roles)):
+        if roles[index] == "tool" and isinstance(messages[index].get("tool_call_id"), str):
             results.setdefault(messages[index]["tool_call_id"], []).append(index)
-    calls: list[Call] = []
-    for index, message_role in enumerate(roles):
+    never = len(messages)
+    reach = start - 1  # the last message a call so far depends on (never: a call still waits for its result)
+    for index, message_role in enumerate(roles[start:], start):
         if message_role != "assistant":
             continue
+        if reach < index and (not frontiers or frontiers[-1][0] < index):
+            frontiers.append((index, len(calls), state.cwd, state.open_file, tuple(state.script_writes.items())))
         message = messages[index]
         tool_calls = message.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
@@ -133,17 +194,22 @@ def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts:
                     continue
                 call_id = tool_call["id"]
                 result = next((r for r in results.get(call_id, ()) if r > index), None)
+                reach = max(reach, never if result is None else result)
                 function = tool_call.get("function") or {}
                 arguments = function.get("arguments")
                 calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
                                    arguments if isinstance(arguments, str) else "", result, tool_call, messages,
                                    texts, turn_of, state, memo))
-        elif observations and index + 1 < len(messages) and roles[index + 1] == "user":
-            fence = _FENCE.search(texts[index] or "")
-            if fence and _OBSERVATION.match(texts[index + 1] or ""):
-                tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}
-                calls.append(_call(len(calls), index, None, "bash", "", index + 1, tool_call, messages, texts,
-                                   turn_of, state))
+        elif observations:
+            reach = max(reach, index + 1)
+            if index + 1 < len(messages) and roles[index + 1] == "user":
+                fence = _FENCE.search(texts[index] or "")
+                if fence and _OBSERVATION.match(texts[index + 1] or ""):
+                    tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}
+                    calls.append(_call(len(calls), index, None, "bash", "", index + 1, tool_call, messages, texts,
+                                       turn_of, state))
+    if reach < len(messages) and (not frontiers or frontiers[-1][0] < len(messages)):
+        frontiers.append((len(messages), len(calls), state.cwd, state.open_file, tuple(state.script_writes.items())))
     return tuple(calls)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -88,38 +89,74 @@ class Dedup:
 
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]:
         conversation = analyze(messages, ctx)
-        calls = [c for c in conversation.calls if c.result is not None]
-        writes = WriteLog(conversation.calls)
+        calls = [c for c in conversation.calls if c.result is not None and c.result not in conversation.protected]
+        known, valid = self._known(conversation)
+        # Calls the previous request checked need only the candidates from `valid` on, others those after them.
+        lo = min([valid, *(c.position for c in calls if c.position < valid and c.position not in known)])
         by_key: dict[str, list[Call]] = defaultdict(list)
         reads_by_path: dict[str, list[Call]] = defaultdict(list)
-        for call in calls:
-            by_key[call.action.key].append(call)
+        rank: dict[tuple[bool, int], int] = {}  # (a read of a path?, position) -> place in its list
+        for call in conversation.calls[lo:]:
+            if call.result is None:
+                continue
+            group = by_key[call.action.key]
+            rank[False, call.position] = len(group)
+            group.append(call)
             if call.action.kind == "read" and call.action.path is not None:
-                reads_by_path[call.action.path].append(call)
+                group = reads_by_path[call.action.path]
+                rank[True, call.position] = len(group)
+                group.append(call)
+        writes = WriteLog(conversation.calls)
+        final = conversation.prefix.final if conversation.prefix is not None else 0
+        found: dict[int, int | None] = {}
         proposals: list[Replacement] = []
         for call in calls:
-            if call.result in conversation.protected:
-                continue
-            later = self._later(call, by_key, reads_by_path, writes, conversation)
+            earlier = known.get(call.position, -1) if call.position < valid else -1
+            if earlier is not None and 0 <= earlier < valid:
+                later: Call | None = conversation.calls[earlier]
+            else:
+                since = valid if call.position < valid and call.position in known else 0
+                later = self._later(call, by_key, reads_by_path, rank, writes, conversation, since)
+            if call.position < final:
+                found[call.position] = later.position if later is not None and later.position < final else None
             if later is None:
                 continue
             why, how = self._explain(call, later)
             replacement = replace_output(conversation, call, ctx, self.name, why, how)
             if replacement is not None:
                 proposals.append(replacement)
+        if conversation.prefix is not None:
+            conversation.prefix.notes[self.name, self.options] = (final, found)
         return proposals
 
+    def _known(self, conversation: Conversation) -> tuple[dict[int, int | None], int]:
+        """What the request this one resumed from found: by older call, the candidate that made it redundant
+        (None: no candidate did), every candidate before the returned position checked."""
+        inherited = conversation.prefix.inherited if conversation.prefix is not None else None
+        if inherited is None or (self.name, self.options) not in inherited[0]:
+            return {}, 0
+        notes, reused = inherited
+        final, found = notes[self.name, self.options]
+        return found, min(final, reused)
+
     def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
-               writes: WriteLog, conversation: Conversation) -> Call | None:
-        """The earliest later call that makes older redundant: it never changes as the conversation grows."""
+               rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation, since: int = 0) -> Call | None:
+        """The earliest later call that makes older redundant: it never changes as the conversation grows.
+        The groups hold the candidates (at least those from position since on: the earlier ones are known not to)."""
         kind = older.action.kind
+        path = older.action.path if kind == "read" and "read" in self.options.by_key else None  # later reads covering it
+        if older.action.key not in by_key and path not in reads_by_path:
+            return None
         output = conversation.output(older)
         by_key_kind = kind in self.options.by_key and kind in _BY_KEY
-        candidates = [c for c in by_key[older.action.key] if c.position > older.position]
-        if kind == "read" and "read" in self.options.by_key and older.action.path is not None:
-            candidates += [c for c in reads_by_path[older.action.path]
-                           if c.position > older.position and c.action.key != older.action.key and covers(c, older)]
-        for later in sorted(candidates, key=lambda c: c.position):
+        same = by_key[older.action.key][rank.get((False, older.position), -1) + 1 :]
+        candidates: Iterable[Call] = same
+        if path is not None:
+            reads = reads_by_path[path][rank.get((True, older.position), -1) + 1 :]
+            candidates = _with_covering(older, same, reads, since)
+        for later in candidates:
+            if later.position < since:
+                continue
             if later.action.key == older.action.key and conversation.output(later) == output:
                 return later
             if by_key_kind and not later.is_error and not writes.changed(older.action.path, older.position, later.position):
@@ -136,3 +173,18 @@ class Dedup:
         if kind in {"search", "list"}:
             return f"the same {kind} ran again later, no file changed in between", "run it again if you need it"
         return "a later identical call returned the same output", "see the later output"
+
+
+def _with_covering(older: Call, same: list[Call], reads: list[Call], since: int) -> Iterator[Call]:
+    """The later calls with older's key and the later reads covering it, in order (coverage checked lazily,
+    and only from position since on)."""
+    i = 0
+    for read in reads:
+        if read.action.key == older.action.key or read.position < since:
+            continue
+        while i < len(same) and same[i].position < read.position:
+            yield same[i]
+            i += 1
+        if covers(read, older):
+            yield read
+    yield from same[i:]

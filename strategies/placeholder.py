@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from strategies.base import ARGS_PREFIX, CONTENT, Replacement
+from strategies.base import ARGS_PREFIX, CONTENT, Replacement, text_key
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
@@ -20,18 +21,24 @@ LABEL_CHARS = 60
 """A placeholder names its call by at most this many characters of its command."""
 """An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
 
-_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("google_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer", re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=]{16,}")),
-    ("url_password", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+_SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("private_key", ("PRIVATE KEY-----",),
+     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
+    ("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
+    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("aws_access_key", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("jwt", ("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer", ("bearer ",), re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-.=]{16,}")),
+    ("url_password", ("://",), re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
 )
+"""(kind, needles, pattern): the pattern can only match a text holding one of the needles (for a
+case-insensitive pattern: in any case), so most texts skip the slower regex scan."""
+_ASSIGNED_HINT = re.compile(r"(?:passw|secret|key|token)[a-z0-9_]*\s*[:=]")
+"""What any match of _ASSIGNED_SECRET shows in lower-cased ASCII text: a key word, then `:` or `=`."""
 _ASSIGNED_SECRET = re.compile(
     r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[A-Za-z0-9_]*)"
     r"(\s*[:=]\s*)(['\"]?)([^\s'\"]{6,})\3"
@@ -40,12 +47,25 @@ _ASSIGNED_SECRET = re.compile(
 
 def redact_secrets(text: str) -> str:
     """The text with keys, tokens, private keys and assigned passwords replaced by [REDACTED:<kind>]."""
-    for kind, pattern in _SECRETS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
+    for kind, needles, pattern in _SECRETS:
+        if _may_match(text, needles, pattern):
+            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    if text.isascii() and not _ASSIGNED_HINT.search(text.lower()):
+        return text
     return _ASSIGNED_SECRET.sub(
         lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
         text,
     )
+
+
+def _may_match(text: str, needles: tuple[str, ...], pattern: re.Pattern[str]) -> bool:
+    """False only when no needle occurs in text, so pattern cannot match. Case-insensitive patterns are
+    checked on the lower-cased text if it is ASCII (beyond ASCII, regex case folding has more pairs)."""
+    if pattern.flags & re.IGNORECASE:
+        if not text.isascii():
+            return True
+        text = text.lower()
+    return any(needle in text for needle in needles)
 
 
 def ref_id(identity: str, target: str, original: str) -> str:
@@ -78,6 +98,21 @@ def _identity(conversation: Conversation, call: Call, index: int) -> str:
     return call.call_id or f"#{index}"
 
 
+Built = tuple[str, int, int, str]
+"""A replacement's text, tokens before and after, and ref id: what building it costs, remembered."""
+
+
+def _remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], Built | None]) -> Built | None:
+    """build(), remembered in ctx.memo under key (every input of build is in the key; texts by text_key)."""
+    if ctx.memo is None:
+        return build()
+    key = (*key, ctx.min_saving_tokens, ctx.count_tokens)
+    found: Built | bool | None = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = build() or False  # False: nothing worth replacing, remembered too
+    return found if isinstance(found, tuple) else None
+
+
 def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
                    how: str = "run it again if you need it", what: str = "older output") -> Replacement | None:
     """The whole result of call replaced by a placeholder, if that saves at least ctx.min_saving_tokens."""
@@ -86,14 +121,21 @@ def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext,
     original = conversation.texts[call.result]
     if not original:
         return None
-    ref = ref_id(_identity(conversation, call, call.result), CONTENT, original)
-    before = ctx.count_tokens(original)
-    if before < ctx.min_saving_tokens:
+    identity, label = _identity(conversation, call, call.result), call.action.label
+
+    def build() -> Built | None:
+        ref = ref_id(identity, CONTENT, original)
+        before = ctx.count_tokens(original)
+        if before < ctx.min_saving_tokens:
+            return None
+        text = placeholder(what, label, before, why, how, ref, first_line(original, label))
+        after = ctx.count_tokens(text)
+        return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None
+
+    built = _remembered(ctx, ("output", identity, text_key(original), label, why, how, what), build)
+    if built is None:
         return None
-    text = placeholder(what, call.action.label, before, why, how, ref, first_line(original, call.action.label))
-    after = ctx.count_tokens(text)
-    if before - after < ctx.min_saving_tokens:
-        return None
+    text, before, after, ref = built
     return Replacement(call.result, CONTENT, text, original, before, after, ref, strategy, why)
 
 
@@ -102,17 +144,27 @@ def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyConte
     """The call's long argument values replaced by placeholder strings; every key kept, JSON stays valid."""
     if call.call_id is None or call.index in conversation.protected or not call.arguments:
         return None
+    call_id, arguments, label = call.call_id, call.arguments, call.action.label
+    target = ARGS_PREFIX + call_id
+    built = _remembered(ctx, ("arguments", call_id, text_key(arguments), label, why, how),
+                        lambda: _arguments_placeholder(arguments, target, label, ctx, why, how))
+    if built is None:
+        return None
+    text, before, after, ref = built
+    return Replacement(call.index, target, text, arguments, before, after, ref, strategy, why)
+
+
+def _arguments_placeholder(arguments: str, target: str, label: str, ctx: StrategyContext, why: str, how: str) -> Built | None:
     try:
-        args = json.loads(call.arguments)
+        args = json.loads(arguments)
     except ValueError:
         return None
     if not isinstance(args, dict):
         return None
-    target = ARGS_PREFIX + call.call_id
-    before = ctx.count_tokens(call.arguments)
+    before = ctx.count_tokens(arguments)
     if before < ctx.min_saving_tokens:
         return None
-    ref = ref_id(call.call_id, target, call.arguments)
+    ref = ref_id(target[len(ARGS_PREFIX) :], target, arguments)
     new: dict[str, Any] = {}
     for key, value in args.items():
         encoded = json.dumps(value, ensure_ascii=False)
@@ -120,11 +172,9 @@ def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyConte
             new[key] = value
             continue
         tokens = ctx.count_tokens(value if isinstance(value, str) else encoded)
-        new[key] = placeholder(f"`{key}` argument", call.action.label, tokens, why, how, ref)
+        new[key] = placeholder(f"`{key}` argument", label, tokens, why, how, ref)
     if new == args:
         return None
     text = json.dumps(new, ensure_ascii=False)
     after = ctx.count_tokens(text)
-    if before - after < ctx.min_saving_tokens:
-        return None
-    return Replacement(call.index, target, text, call.arguments, before, after, ref, strategy, why)
+    return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None

@@ -56,28 +56,38 @@ def protected_messages(messages: list[dict[str, Any]], ctx: StrategyContext) -> 
 
 def protected_indices(conversation: Conversation, protected_turns: int, options: Protection.Options) -> frozenset[int]:
     """Indices of messages that must reach the model byte-identical."""
+    found = conversation.always
+    always = found[1] if found is not None and found[0] == options else frozenset(always_protected(conversation, options))
+    if protected_turns <= 0:
+        return always
+    assistants = [i for i, r in enumerate(conversation.roles) if r == "assistant"]
+    start = assistants[-protected_turns] if len(assistants) >= protected_turns else 0
+    return always.union(range(start, len(conversation.messages)))
+
+
+def always_protected(conversation: Conversation, options: Protection.Options, start: int = 0) -> set[int]:
+    """Indices from start on protected whatever the protected turns: roles, anchors, protected tools and paths.
+    Calls before start must have their results before start (a Prefix frontier)."""
     messages = conversation.messages
     observation_results = {c.result for c in conversation.calls if c.call_id is None and c.result is not None}
     roles = conversation.roles
-    protected = {i for i, r in enumerate(roles) if r not in _PRUNABLE_ROLES and i not in observation_results}
-    assistants = [i for i, r in enumerate(roles) if r == "assistant"]
-    if protected_turns > 0:
-        start = assistants[-protected_turns] if len(assistants) >= protected_turns else 0
-        protected.update(range(start, len(messages)))
+    protected = {i for i in range(start, len(roles)) if roles[i] not in _PRUNABLE_ROLES and i not in observation_results}
     if options.anchor_protection:
         anchored = conversation.anchored
         if anchored is None:
             anchored = frozenset(i for i, m in enumerate(messages) if isinstance(m, dict) and cites_anchor(conversation.texts[i], m))
-        protected |= anchored
+        protected.update(i for i in anchored if i >= start)
     patterns = _pattern(tuple(options.protected_patterns))
     tools = frozenset(options.protected_tools)
     for call in conversation.calls:
+        if call.index < start:
+            continue
         paths = [p for p in (call.action.path, *call.action.writes) if p and p != "*"]
         if call.name in tools or any(_matches(p, patterns) for p in paths):
             protected.add(call.index)
             if call.result is not None:
                 protected.add(call.result)
-    return frozenset(protected)
+    return protected
 
 
 def _anchored(text: str, memo: MutableMapping[Any, Any] | None) -> bool:

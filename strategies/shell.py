@@ -1,4 +1,4 @@
-"""Shell command lines parsed with shlex, segment by segment, into what they read, write, search or list."""
+"""Shell command lines split into words, segment by segment, into what they read, write, search or list."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from functools import lru_cache
 from strategies import shell_commands as commands
 from strategies import swe_agent
 from strategies.effect import END, Effect, resolve
+from strategies.shell_words import split_words
 
 __all__ = ["END", "ShellAction", "parse_shell", "split_heredocs", "tokenize"]
 
@@ -18,6 +19,7 @@ _HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _CHUNK = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.|[^'\"\\]+|\\\Z", re.DOTALL)
 _COMMENT = re.compile(r"(^|[\s;&|])#[^\n]*")
 _PLACEHOLDER = re.compile(r"RUYIQ\d+")
+_DOUBLE_QUOTED_ESCAPE = re.compile(r'\\(["\\$`\n])')
 _OPERATOR_CHARS = frozenset("();<>|&")
 _SEPARATORS = frozenset({"&&", "||", ";", "&", ";;"})
 _PIPES = frozenset({"|", "|&"})
@@ -111,12 +113,11 @@ def split_heredocs(command: str) -> tuple[str, list[str]]:
 
 
 def tokenize(text: str) -> tuple[list[str], dict[str, str]]:
-    """shlex tokens (operators split out) and the placeholders standing for long or operator-like quotes.
+    """Shell words (operators split out, as shlex splits them) and the placeholders standing for quotes.
 
-    Long quoted strings are set aside before shlex sees them (shlex walks characters in Python,
-    a `python -c "..."` of 3 KB would cost milliseconds); quoted or escaped operator characters
-    are set aside so that they are never mistaken for operators. Unquoted newlines separate
-    commands; `#` at the start of a word starts a comment.
+    Long quoted strings (a `python -c "..."` script) and quoted or escaped operator characters are set
+    aside as `RUYIQ<n>` placeholders before splitting, so that they are never mistaken for operators.
+    Unquoted newlines separate commands; `#` at the start of a word starts a comment.
     """
     out: list[str] = []
     held: dict[str, str] = {}
@@ -133,10 +134,7 @@ def tokenize(text: str) -> tuple[list[str], dict[str, str]]:
             out.append(" ")
         else:
             out.append(_COMMENT.sub(r"\1", chunk).replace("\n", " ; "))
-    lexer = shlex.shlex("".join(out), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    return list(lexer), held
+    return split_words("".join(out)), held
 
 
 def _unquote(chunk: str) -> str:
@@ -145,7 +143,7 @@ def _unquote(chunk: str) -> str:
     if chunk[0] == "\\":
         return chunk[1:]
     body = chunk[1:-1] if len(chunk) > 1 and chunk.endswith('"') else chunk[1:]
-    return re.sub(r'\\(["\\$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), body)
+    return _DOUBLE_QUOTED_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), body) if "\\" in body else body
 
 
 def _is_operator(token: str) -> bool:

@@ -114,15 +114,17 @@ class Truncation:
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]:
         conversation = analyze(messages, ctx)
         proposals: list[Replacement] = []
+        plain, search = self.budget("other", ctx), self.budget("search", ctx)
         for call in conversation.calls:
             if call.result is None or call.result in conversation.protected:
                 continue
             text = conversation.texts[call.result]
             if not text:
                 continue
-            budget = self.budget(call.action.kind, ctx)
+            budget = search if call.action.kind == "search" else plain
             too_many_files = call.action.kind == "list" and text.count("\n") > self.options.glob_max_files + 4
-            if len(text.encode("utf-8", "surrogatepass")) <= budget and not too_many_files:
+            size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+            if size <= budget and not too_many_files:
                 continue
             tokens = ctx.count_tokens(text)
             if tokens <= budget and not too_many_files:

@@ -169,3 +169,13 @@ def test_warm_counts_equal_cold_counts_over_a_replay() -> None:
         cold = TokenCounter().count("gpt-4o", request, trace["tools"])
         assert (got.total, got.messages, got.tools) == (cold.total, cold.messages, cold.tools)
         assert got.counted <= 3  # only the new messages (the first request: system + task)
+
+
+def test_texts_counted_with_their_messages_count_like_tiktoken(cl100k: tiktoken.Encoding) -> None:
+    counter = TokenCounter()
+    trace = load(trace_files()[0])
+    counter.count("gpt-4", trace["messages"])
+    count_text = counter.text_counter("gpt-4")
+    assert counter.text_counter("gpt-4") is count_text
+    texts = [m["content"] for m in trace["messages"] if isinstance(m.get("content"), str)]
+    assert texts and all(count_text(text) == len(cl100k.encode_ordinary(text)) for text in texts)

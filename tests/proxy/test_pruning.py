@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -10,8 +11,12 @@ import ollama
 import openai
 import pytest
 
+from config.load import load_config
+from proxy import pruning
+from proxy.offline import OfflineRuyi
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
+from tests.know.traces import load, requests_of, trace_files
 
 WINDOW = {"models": {"gpt-4o*": 12000, "llama*": 12000}}
 FILE = "\n".join(f"def function_{i}(x):\n    return x * {i}  # a line of the module" for i in range(120))
@@ -224,3 +229,20 @@ async def test_nothing_is_discarded_below_the_prune_tier(make_proxy: MakeProxy, 
     for turns in range(1, 25):
         await post(proxy, exploration(turns))
         assert fake.last().json["messages"] == exploration(turns)
+
+
+@pytest.mark.skipif(len(trace_files()) < 2, reason="no traces on this machine")
+def test_kept_analyses_are_bounded_and_never_change_a_rewrite(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config(None, {})
+    traces = [load(path) for path in trace_files()[-2:]]
+    requests = [(i, r) for rs in zip(*(requests_of(t["messages"]) for t in traces)) for i, r in enumerate(rs)]
+
+    def replay() -> tuple[list[Any], OfflineRuyi]:
+        ruyi = OfflineRuyi(config, "gpt-4o", 12000)
+        return [json.dumps(ruyi(copy.deepcopy(r), traces[i]["tools"]), sort_keys=True) for i, r in requests], ruyi
+
+    many, _ = replay()
+    monkeypatch.setattr(pruning, "PREFIXES_MAX", 1)  # two sessions take turns: each evicts the other's analysis
+    few, ruyi = replay()
+    assert few == many
+    assert len(ruyi.pruner.prefixes) == 1

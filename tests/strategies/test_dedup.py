@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from strategies.base import Replacement
+from strategies.conversation import analyze
 from strategies.dedup import Dedup, overlaps
+from tests.know.traces import load, requests_of, trace_files
 from tests.strategies.factories import (
     bash,
     conversation,
@@ -114,3 +119,21 @@ def test_overlaps() -> None:
     assert overlaps("*", "/x") and overlaps(None, "/x") and overlaps(".", "/x")
     assert overlaps("src/a.py", "/t/src/a.py") and not overlaps("lib/a.py", "/t/src/a.py")
     assert overlaps("/t/ops/f.py", "/t/ops/*.py") and not overlaps("/t/x/f.py", "/t/ops/*.py")
+
+
+@pytest.mark.skipif(not trace_files(), reason="no traces on this machine")
+@pytest.mark.parametrize("options", [Dedup.Options(), Dedup.Options(by_key=("search",))])
+def test_what_the_previous_request_found_gives_the_same_proposals(options: Dedup.Options) -> None:
+    ctx = make_ctx(protected_turns=4, min_saving_tokens=20)
+    for path in trace_files():
+        known = None
+        for messages in requests_of(load(path)["messages"]):
+            resumed = analyze(messages, ctx, known)
+            proposals = Dedup(options).propose(messages, replace(ctx, conversation=resumed))
+            assert proposals == Dedup(options).propose(messages, ctx)
+            known = resumed.prefix
+        edited = copy.deepcopy(messages)
+        for i in [i for i, m in enumerate(edited) if m.get("role") == "tool"][len(edited) // 8 :: 7]:
+            edited[i]["content"] = "changed"  # an older output rewritten: what was found after it no longer holds
+        resumed = analyze(edited, ctx, known)
+        assert Dedup(options).propose(edited, replace(ctx, conversation=resumed)) == Dedup(options).propose(edited, ctx)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from strategies import placeholder as placeholder_module
 from strategies.conversation import analyze
 from strategies.placeholder import (
     first_line,
@@ -15,6 +17,7 @@ from strategies.placeholder import (
     replace_arguments,
     replace_output,
 )
+from tests.know.traces import load, trace_files
 from tests.strategies.factories import bash, conversation, lines, make_ctx, step
 
 
@@ -92,3 +95,36 @@ def test_replace_arguments_needs_json_and_long_values() -> None:
     short = conversation(step("bash", "x", command="ls -la /a/very/long/path/that/is/still/short"))
     conv = analyze(short, ctx)
     assert replace_arguments(conv, conv.calls[0], ctx, "t", "w", "h") is None
+
+
+@pytest.mark.parametrize("text", [
+    "paſsword=hunter2hunter2",  # long s: the regex folds it to s, str.lower() does not
+    "\u212aEY=abcdef123456",  # Kelvin sign folds to k
+    "Authorization: BEARER abcdefghijklmnopqrstuvwxyz",
+    "ghp_short and github_pat_" + "a" * 45,
+    "no secrets at all, just words",
+])
+def test_redact_secrets_equals_every_pattern_applied(text: str) -> None:
+    expected = text
+    for kind, _needles, pattern in placeholder_module._SECRETS:
+        expected = pattern.sub(f"[REDACTED:{kind}]", expected)
+    expected = placeholder_module._ASSIGNED_SECRET.sub(
+        lambda m: m.group(0) if m.group(4).startswith("[REDACTED") else f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED:secret]{m.group(3)}",
+        expected)
+    assert redact_secrets(text) == expected
+
+
+@pytest.mark.skipif(not trace_files(), reason="no traces on this machine")
+def test_remembered_replacements_equal_fresh_ones_on_every_trace() -> None:
+    memo: dict[Any, Any] = {}  # one memo for every trace and both passes, as a Pruner keeps it
+    for path in trace_files():
+        messages = load(path)["messages"]
+        plain = make_ctx(min_saving_tokens=20)
+        remembering = make_ctx(min_saving_tokens=20, memo=memo)
+        conv = analyze(messages, plain)
+        for _ in range(2):
+            for call in conv.calls:
+                for why in ("a", "b"):
+                    assert replace_output(conv, call, remembering, "s", why, "how") == replace_output(conv, call, plain, "s", why, "how")
+                    assert (replace_arguments(conv, call, remembering, "s", why, "how")
+                            == replace_arguments(conv, call, plain, "s", why, "how"))
