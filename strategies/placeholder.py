@@ -102,7 +102,7 @@ Built = tuple[str, int, int, str]
 """A replacement's text, tokens before and after, and ref id: what building it costs, remembered."""
 
 
-def _remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], Built | None]) -> Built | None:
+def remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], Built | None]) -> Built | None:
     """build(), remembered in ctx.memo under key (every input of build is in the key; texts by text_key)."""
     if ctx.memo is None:
         return build()
@@ -132,7 +132,7 @@ def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext,
         after = ctx.count_tokens(text)
         return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None
 
-    built = _remembered(ctx, ("output", identity, text_key(original), label, why, how, what), build)
+    built = remembered(ctx, ("output", identity, text_key(original), label, why, how, what), build)
     if built is None:
         return None
     text, before, after, ref = built
@@ -146,7 +146,7 @@ def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyConte
         return None
     call_id, arguments, label = call.call_id, call.arguments, call.action.label
     target = ARGS_PREFIX + call_id
-    built = _remembered(ctx, ("arguments", call_id, text_key(arguments), label, why, how),
+    built = remembered(ctx, ("arguments", call_id, text_key(arguments), label, why, how),
                         lambda: _arguments_placeholder(arguments, target, label, ctx, why, how))
     if built is None:
         return None

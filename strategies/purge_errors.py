@@ -6,9 +6,16 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from strategies.base import CONTENT, Replacement, StrategyContext, check_int
+from strategies.base import CONTENT, Replacement, StrategyContext, check_int, text_key
 from strategies.conversation import Call, Conversation, analyze
-from strategies.placeholder import first_line, placeholder, ref_id, replace_arguments
+from strategies.placeholder import (
+    Built,
+    first_line,
+    placeholder,
+    ref_id,
+    remembered,
+    replace_arguments,
+)
 
 _WRAPPER = re.compile(r"^\s*(?:</?[\w-]+>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")
 """A line an agent wraps every output in (`</output>`, SWE-agent's `(Open file: …)` footer and prompt):
@@ -76,16 +83,22 @@ class PurgeErrors:
         original = conversation.texts[call.result]
         if not original:
             return None
-        before = ctx.count_tokens(original)
-        if before < 2 * ctx.min_saving_tokens:
-            return None
-        kept = error_lines(original, self.options.keep_error_lines)
-        ref = ref_id(call.call_id or f"#{call.result}", CONTENT, original)
+        identity, label, keep = call.call_id or f"#{call.result}", call.action.label, self.options.keep_error_lines
         why = "the call failed; the lines that say why are kept below"
-        head = placeholder("failed output", call.action.label, before, why, "run it again for the whole output",
-                           ref, first_line(original, call.action.label))
-        text = "\n".join([head, *kept])
-        after = ctx.count_tokens(text)
-        if before - after < ctx.min_saving_tokens:
+
+        def build() -> Built | None:
+            before = ctx.count_tokens(original)
+            if before < 2 * ctx.min_saving_tokens:
+                return None
+            ref = ref_id(identity, CONTENT, original)
+            head = placeholder("failed output", label, before, why, "run it again for the whole output", ref,
+                               first_line(original, label))
+            text = "\n".join([head, *error_lines(original, keep)])
+            after = ctx.count_tokens(text)
+            return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None
+
+        built = remembered(ctx, ("failed output", identity, text_key(original), label, keep), build)
+        if built is None:
             return None
+        text, before, after, ref = built
         return Replacement(call.result, CONTENT, text, original, before, after, ref, self.name, why)
