@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from strategies.base import Replacement, StrategyContext, check_int
-from strategies.conversation import analyze
+from strategies.conversation import Call, analyze
 from strategies.placeholder import replace_output
 
 
@@ -42,8 +42,17 @@ class Discard:
             if not output or ctx.count_tokens(output) < self.options.min_tokens:
                 continue
             replacement = replace_output(conversation, call, ctx, self.name,
-                                         "the context was nearly full, so the oldest outputs were cleared",
-                                         "run it again if you need it")
+                                         "the context was nearly full, so the oldest outputs were cleared", _how(call))
             if replacement is not None:
                 proposals.append(replacement)
         return proposals
+
+
+def _how(call: Call) -> str:
+    """How to get the output back without repeating what the call did to the files."""
+    action = call.action
+    if action.kind in {"read", "search", "list"} and not action.writes:
+        return "run it again if you need it"
+    if action.kind in {"write", "edit"} or action.writes:
+        return "its changes stand; read the files if you need them"
+    return "its effects stand; run it again only if that is safe"

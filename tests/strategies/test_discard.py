@@ -30,3 +30,12 @@ def test_min_tokens() -> None:
     assert Discard(Discard.Options(min_tokens=10_000)).propose(messages, make_ctx()) == []
     with pytest.raises(OptionError, match="min_tokens"):
         Discard.Options(min_tokens=-1)
+
+
+def test_the_placeholder_never_invites_repeating_a_change() -> None:
+    messages = conversation(bash("cat /r/a.py", lines("a", 40)), bash("sed -i 's/a/b/' /r/a.py && cat /r/a.py", lines("b", 40)),
+                            bash("pip install thing", lines("c", 40)))
+    hows = [r.new_text for r in Discard().propose(messages, make_ctx())]
+    assert "run it again if you need it" in hows[0]
+    assert "its changes stand; read the files if you need them" in hows[1]
+    assert "its effects stand; run it again only if that is safe" in hows[2]
