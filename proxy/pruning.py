@@ -53,8 +53,10 @@ class PruningOptions:
     enabled: bool = True
     """Turn all pruning off (measuring and reporting go on)."""
     clear_at_least: float = 0.30
-    """A batch at the prune tier is applied only if it frees at least this share of the window (else
-    retried after that much growth). 0.30 gave the lowest cost with caching on the public traces."""
+    """A batch at the prune tier frees at least this share of the window: what the strategies find
+    redundant, then (``discard``) the oldest outputs, as many as that needs; a batch that still falls
+    short is not applied and is retried after that much growth. 0.30 gave the lowest cost with
+    caching on the public traces."""
     protected_turns: int = 4
     """The newest turns no batch touches."""
     overflow_protected_turns: int = 2
