@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from strategies.conversation import Call, Conversation
 
 KEEP_ARGUMENT_CHARS = 80
-_WRAPPER = re.compile(r"^\s*<(?:returncode>-?\d+</returncode|/?output)>\s*$")
-"""mini-swe-agent's wrapper lines (`<returncode>0</returncode>`, `<output>`): never an output's first line."""
+WRAPPER_LINE = re.compile(r"^\s*(?:</?[\w-]+>|<returncode>-?\d+</returncode>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")
+"""A line an agent wraps every output in (mini-swe-agent's `<returncode>0</returncode>` and `<output>`,
+SWE-agent's `(Open file: …)` footer and prompt): it says nothing of the output itself."""
 LABEL_CHARS = 60
 """A placeholder names its call by at most this many characters of its command."""
 """An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
@@ -87,7 +88,7 @@ def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str
 
 def first_line(text: str, label: str, limit: int = 40) -> str | None:
     """The first non-empty line of text, clipped, for a placeholder; None when it adds nothing."""
-    line = next((ln.strip() for ln in text.split("\n", 8)[:8] if ln.strip() and not _WRAPPER.match(ln)), "")
+    line = next((ln.strip() for ln in text.split("\n", 8)[:8] if ln.strip() and not WRAPPER_LINE.match(ln)), "")
     line = line.replace("`", "'")
     if not line or line == label:
         return None

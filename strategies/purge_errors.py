@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from strategies.base import CONTENT, Replacement, StrategyContext, check_int, text_key
 from strategies.conversation import Call, Conversation, analyze
 from strategies.placeholder import (
+    WRAPPER_LINE,
     Built,
     first_line,
     placeholder,
@@ -17,17 +18,14 @@ from strategies.placeholder import (
     replace_arguments,
 )
 
-_WRAPPER = re.compile(r"^\s*(?:</?[\w-]+>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")
-"""A line an agent wraps every output in (`</output>`, SWE-agent's `(Open file: …)` footer and prompt):
-it says nothing of the error."""
 _EXCEPTION = re.compile(r"^\s*[\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b:?")
 _LINE_CHARS = 300
 
 
 def error_lines(text: str, keep: int) -> list[str]:
     """The lines that say what went wrong: the last `keep` non-empty ones (clipped), and the last
-    exception line (`NameError: x`) when it comes before them. Wrapper tag lines are skipped."""
-    lines = [ln.rstrip() for ln in text.split("\n") if ln.strip() and not _WRAPPER.match(ln)]
+    exception line (`NameError: x`) when it comes before them. Wrapper lines (WRAPPER_LINE) are skipped."""
+    lines = [ln.rstrip() for ln in text.split("\n") if ln.strip() and not WRAPPER_LINE.match(ln)]
     tail = lines[-keep:] if keep else []
     head = lines[: len(lines) - len(tail)]
     exception = next((ln for ln in reversed(head) if _EXCEPTION.match(ln)), None)
