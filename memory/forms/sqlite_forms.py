@@ -1,4 +1,4 @@
-"""A session's facts, its sub-agents' snapshots (immutable once made) and their results, in SQLite."""
+"""A session's facts, its sub-agents' task calls, snapshots (immutable once made) and results, its refined forms, in SQLite."""
 
 from __future__ import annotations
 
@@ -62,3 +62,33 @@ class SessionMemory:
             rows = c.execute("SELECT child_id, importance, text, created_at FROM child_results WHERE agent_id = ? AND session_id = ? "
                              "ORDER BY created_at, child_id", (agent_id, parent_id)).fetchall()
         return [{"child_id": cid, "importance": imp, "text": text, "created_at": at} for cid, imp, text, at in rows]
+
+    def keep_task_calls(self, agent_id: str, parent_id: str, hashes: Sequence[str], kept: int, ttl_s: float) -> None:
+        """A parent's sub-agent calls waiting for their child (the prompts' hashes), in one transaction; calls older
+        than ``ttl_s`` go, and beyond the newest ``kept`` the oldest."""
+        now = self._clock()
+        with self.db.transaction() as c:
+            c.executemany("INSERT OR REPLACE INTO task_calls VALUES (?, ?, ?, ?)", [(agent_id, h, parent_id, now) for h in hashes])
+            c.execute("DELETE FROM task_calls WHERE created_at < ?", (now - ttl_s,))
+            c.execute("DELETE FROM task_calls WHERE created_at < (SELECT created_at FROM task_calls ORDER BY created_at DESC "
+                      "LIMIT 1 OFFSET ?)", (kept - 1,))
+
+    def task_calls(self, since: float, kept: int) -> list[tuple[str, str, str, float]]:
+        """The newest ``kept`` task calls made since ``since``, oldest first: (agent, prompt hash, parent, when)."""
+        with self.db.reading() as c:
+            rows = c.execute("SELECT agent_id, prompt_hash, session_id, created_at FROM task_calls WHERE created_at >= ? "
+                             "ORDER BY created_at DESC LIMIT ?", (since, kept)).fetchall()
+        return [(a, h, p, at) for a, h, p, at in reversed(rows)]
+
+    def refined(self, agent_id: str, session_id: str, form: str, basis: str) -> str | None:
+        """A form the summarizer refined, if one was made from this basis (the deterministic form's hash)."""
+        with self.db.reading() as c:
+            row = c.execute("SELECT text FROM refined_forms WHERE agent_id = ? AND session_id = ? AND form = ? AND basis = ?",
+                            (agent_id, session_id, form, basis)).fetchone()
+        return row[0] if row else None
+
+    def keep_refined(self, agent_id: str, session_id: str, form: str, basis: str, text: str) -> None:
+        """A refined form that passed its checks (it replaces one made from an older basis)."""
+        with self.db.transaction() as c:
+            c.execute("INSERT OR REPLACE INTO refined_forms VALUES (?, ?, ?, ?, ?, ?)",
+                      (agent_id, session_id, form, basis, self._redact(text), self._clock()))

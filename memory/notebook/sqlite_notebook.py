@@ -1,4 +1,4 @@
-"""An agent's notebook in SQLite: every change one transaction and a new version; compaction's pending state beside it."""
+"""An agent's notebook in SQLite (and each sub-agent's own): every change one transaction and a new version; compaction's pending state beside it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from memory.store.sqlite_database import Database, dumps
 Body = dict[str, list[dict[str, Any]]]
 """Section → entries, each ``{"text", "by", "at"}``; ``by``: person, ruyi (the dynamic pool), proposed, compacted."""
 VERSIONS_KEPT = 200
+CHILD_VERSIONS_KEPT = 50
+"""A sub-agent's notebook is temporary (seed 003): fewer versions kept; it goes with the child's session."""
 
 
 def empty() -> Body:
@@ -28,7 +30,7 @@ def entry_hash(section: str, text: str) -> str:
 
 @dataclass
 class Notebook:
-    """One version of an agent's notebook."""
+    """One version of an agent's notebook, or of a sub-agent's own (``session_id``: the child's session)."""
 
     agent_id: str
     version: int = 0
@@ -36,7 +38,9 @@ class Notebook:
     created_at: float = 0.0
     reason: str = "empty"
     pending: bool = False
-    """Whether a section reached its limit and compaction waits for the agent to be idle."""
+    """Whether a section reached its limit and compaction waits for the agent to be idle (never for a child's)."""
+    session_id: str | None = None
+    """The sub-agent session whose own notebook this is; None: the agent's."""
 
     def counts(self) -> dict[str, int]:
         return {name: len(self.body.get(name, [])) for name in SECTIONS}
@@ -50,6 +54,13 @@ def _body(raw: str) -> Body:
     return {name: list(loaded.get(name, [])) for name in SECTIONS}
 
 
+def _where(agent_id: str, child: str | None) -> tuple[str, str, tuple[str, ...]]:
+    """The versions table, the condition naming one notebook in it, and its parameters: the agent's, or a child's own."""
+    if child is None:
+        return "notebook_versions", "agent_id = ?", (agent_id,)
+    return "child_notebook_versions", "agent_id = ? AND session_id = ?", (agent_id, child)
+
+
 class NotebookStore:
     """The notebooks of every agent; each call names its agent and sees nothing of another's."""
 
@@ -60,36 +71,45 @@ class NotebookStore:
 
     # reading
 
-    def _latest(self, c: sqlite3.Connection, agent_id: str) -> Notebook:
-        row = c.execute("SELECT version, body, created_at, reason FROM notebook_versions WHERE agent_id = ? ORDER BY version DESC LIMIT 1",
-                        (agent_id,)).fetchone()
-        state = c.execute("SELECT pending FROM notebook_state WHERE agent_id = ?", (agent_id,)).fetchone()
-        pending = bool(state and state[0])
+    def _latest(self, c: sqlite3.Connection, agent_id: str, child: str | None = None) -> Notebook:
+        table, where, key = _where(agent_id, child)
+        row = c.execute(f"SELECT version, body, created_at, reason FROM {table} WHERE {where} ORDER BY version DESC LIMIT 1", key).fetchone()
+        pending = False
+        if child is None:
+            state = c.execute("SELECT pending FROM notebook_state WHERE agent_id = ?", (agent_id,)).fetchone()
+            pending = bool(state and state[0])
         if row is None:
-            return Notebook(agent_id, pending=pending)
-        return Notebook(agent_id, row[0], _body(row[1]), row[2], row[3], pending)
+            return Notebook(agent_id, pending=pending, session_id=child)
+        return Notebook(agent_id, row[0], _body(row[1]), row[2], row[3], pending, child)
 
-    def current(self, agent_id: str) -> Notebook:
+    def current(self, agent_id: str, child: str | None = None) -> Notebook:
+        """The agent's notebook, or with ``child`` that sub-agent session's own."""
         with self.db.reading() as c:
-            return self._latest(c, agent_id)
+            return self._latest(c, agent_id, child)
 
-    def versions(self, agent_id: str) -> list[dict[str, Any]]:
+    def versions(self, agent_id: str, child: str | None = None) -> list[dict[str, Any]]:
+        table, where, key = _where(agent_id, child)
         with self.db.reading() as c:
-            rows = c.execute("SELECT version, created_at, reason, body FROM notebook_versions WHERE agent_id = ? ORDER BY version",
-                             (agent_id,)).fetchall()
+            rows = c.execute(f"SELECT version, created_at, reason, body FROM {table} WHERE {where} ORDER BY version", key).fetchall()
         return [{"version": v, "created_at": at, "reason": why, "entries": {k: len(e) for k, e in _body(b).items()}} for v, at, why, b in rows]
 
-    def version(self, agent_id: str, number: int) -> Notebook | None:
+    def version(self, agent_id: str, number: int, child: str | None = None) -> Notebook | None:
+        table, where, key = _where(agent_id, child)
         with self.db.reading() as c:
-            row = c.execute("SELECT body, created_at, reason FROM notebook_versions WHERE agent_id = ? AND version = ?",
-                            (agent_id, number)).fetchone()
-        return Notebook(agent_id, number, _body(row[0]), row[1], row[2]) if row else None
+            row = c.execute(f"SELECT body, created_at, reason FROM {table} WHERE {where} AND version = ?", (*key, number)).fetchone()
+        return Notebook(agent_id, number, _body(row[0]), row[1], row[2], session_id=child) if row else None
 
     # writing: each one transaction, each a new version
 
     def _save(self, c: sqlite3.Connection, before: Notebook, body: Body, reason: str, pending: bool | None = None) -> Notebook:
         now = self._clock()
         version = before.version + 1
+        if before.session_id is not None:  # a child's own notebook: never pending (it is temporary), fewer versions
+            c.execute("INSERT INTO child_notebook_versions VALUES (?, ?, ?, ?, ?, ?)",
+                      (before.agent_id, before.session_id, version, now, reason, dumps(body)))
+            c.execute("DELETE FROM child_notebook_versions WHERE agent_id = ? AND session_id = ? AND version <= ?",
+                      (before.agent_id, before.session_id, version - CHILD_VERSIONS_KEPT))
+            return Notebook(before.agent_id, version, body, now, reason, False, before.session_id)
         c.execute("INSERT INTO notebook_versions VALUES (?, ?, ?, ?, ?)", (before.agent_id, version, now, reason, dumps(body)))
         c.execute("DELETE FROM notebook_versions WHERE agent_id = ? AND version <= ?", (before.agent_id, version - VERSIONS_KEPT))
         after = Notebook(before.agent_id, version, body, now, reason, before.pending)
@@ -104,19 +124,21 @@ class NotebookStore:
     def _entry(self, cleaned: Cleaned, by: str) -> dict[str, Any]:
         return {"text": self._redact(cleaned.line), "by": by, "at": self._clock()}
 
-    def add(self, agent_id: str, section: str, text: Any, by: str = "person") -> tuple[Notebook, tuple[str, ...]]:
-        """Append an entry. A full section refuses a person's entry (409: compact or replace it first); the dynamic pool,
-        Ruyi's own, drops its oldest line instead. Returns the new version and what was done to the text."""
+    def add(self, agent_id: str, section: str, text: Any, by: str = "person", child: str | None = None) -> tuple[Notebook, tuple[str, ...]]:
+        """Append an entry (to a child's own notebook with ``child``). A full section refuses a person's entry (409:
+        compact or replace it first); the dynamic pool, Ruyi's own, drops its oldest line instead. Returns the new
+        version and what was done to the text."""
         name = section_of(section)
         cleaned = clean_entry(text)
         with self.db.transaction() as c:
-            before = self._latest(c, agent_id)
+            before = self._latest(c, agent_id, child)
             body = {k: list(v) for k, v in before.body.items()}
             entries = body[name]
             if len(entries) >= MAX_ENTRIES:
                 if by != "ruyi":
-                    raise NotebookError(f"section {name} holds {MAX_ENTRIES} entries, the most; compaction is pending (it runs when the "
-                                        "agent is idle, or now: POST /ruyi/v1/notebook/compact), or replace the section (PUT)",
+                    how = (f"compact it (POST /ruyi/v1/notebook/compact?session={child})" if child is not None else
+                           "compaction is pending (it runs when the agent is idle, or now: POST /ruyi/v1/notebook/compact)")
+                    raise NotebookError(f"section {name} holds {MAX_ENTRIES} entries, the most; {how}, or replace the section (PUT)",
                                         "section_full", 409)
                 del entries[: len(entries) - MAX_ENTRIES + 1]
             entries.append(self._entry(cleaned, by))
@@ -142,7 +164,7 @@ class NotebookStore:
                 added += 1
             return self._save(c, before, body, "proposed") if added else None
 
-    def put(self, agent_id: str, section: str, texts: Any) -> tuple[Notebook, tuple[str, ...]]:
+    def put(self, agent_id: str, section: str, texts: Any, child: str | None = None) -> tuple[Notebook, tuple[str, ...]]:
         """Replace a section with these entries (at most MAX_ENTRIES)."""
         name = section_of(section)
         if isinstance(texts, str):
@@ -151,17 +173,17 @@ class NotebookStore:
             raise NotebookError(f'a section is replaced by a list of at most {MAX_ENTRIES} entries: {{"entries": ["…", …]}}', "invalid_section")
         cleaned = [clean_entry(t) for t in texts]
         with self.db.transaction() as c:
-            before = self._latest(c, agent_id)
+            before = self._latest(c, agent_id, child)
             body = {k: list(v) for k, v in before.body.items()}
             body[name] = [self._entry(x, "person") for x in cleaned]
             return self._save(c, before, body, f"replace {name}"), tuple(n for x in cleaned for n in x.notes)
 
-    def judge(self, agent_id: str, section: str, index: int, accept: bool) -> Notebook | None:
+    def judge(self, agent_id: str, section: str, index: int, accept: bool, child: str | None = None) -> Notebook | None:
         """A person accepts a proposed entry (it becomes theirs) or rejects it (it goes, and is never proposed again).
-        None when there is no proposed entry at that place."""
+        None when there is no proposed entry at that place (a child's own notebook is proposed nothing)."""
         name = section_of(section)
         with self.db.transaction() as c:
-            before = self._latest(c, agent_id)
+            before = self._latest(c, agent_id, child)
             body = {k: list(v) for k, v in before.body.items()}
             if not 0 <= index < len(body[name]) or body[name][index].get("by") != "proposed":
                 return None
@@ -172,13 +194,14 @@ class NotebookStore:
                 c.execute("INSERT OR IGNORE INTO rejected VALUES (?, 'entry', ?, ?)", (agent_id, entry_hash(name, entry["text"]), self._clock()))
             return self._save(c, before, body, f"{'accept' if accept else 'reject'} {name}")
 
-    def rollback(self, agent_id: str, number: int) -> Notebook | None:
+    def rollback(self, agent_id: str, number: int, child: str | None = None) -> Notebook | None:
         """A new version equal to version ``number`` (history is kept); None when there is no such version."""
+        table, where, key = _where(agent_id, child)
         with self.db.transaction() as c:
-            row = c.execute("SELECT body FROM notebook_versions WHERE agent_id = ? AND version = ?", (agent_id, number)).fetchone()
+            row = c.execute(f"SELECT body FROM {table} WHERE {where} AND version = ?", (*key, number)).fetchone()
             if row is None:
                 return None
-            return self._save(c, self._latest(c, agent_id), _body(row[0]), f"rollback to {number}")
+            return self._save(c, self._latest(c, agent_id, child), _body(row[0]), f"rollback to {number}")
 
     # compaction
 
@@ -187,11 +210,12 @@ class NotebookStore:
         with self.db.reading() as c:
             return [r[0] for r in c.execute("SELECT agent_id FROM notebook_state WHERE pending = 1 AND retry_at <= ? ORDER BY agent_id", (now,))]
 
-    def compacted(self, agent_id: str, read_version: int, body: Mapping[str, list[dict[str, Any]]], how: str) -> Notebook | None:
+    def compacted(self, agent_id: str, read_version: int, body: Mapping[str, list[dict[str, Any]]], how: str,
+                  child: str | None = None) -> Notebook | None:
         """Write a compaction's result as a new version and clear pending, unless the notebook changed since it was read
         (then nothing is written: it stays pending, and the next try reads the newer version)."""
         with self.db.transaction() as c:
-            before = self._latest(c, agent_id)
+            before = self._latest(c, agent_id, child)
             if before.version != read_version:
                 return None
             return self._save(c, before, {k: list(body.get(k, [])) for k in SECTIONS}, f"compacted ({how})", pending=False)

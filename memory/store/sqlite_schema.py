@@ -94,6 +94,23 @@ MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL, PRIMARY KEY (agent_id, session_id, child_id)
     ) WITHOUT ROWID;
     """,
+    # 4: sub-agent task calls waiting for their child (a restart between the call and the child's first request still
+    # recognises it), a sub-agent's own notebook (its writes never reach its agent's), forms refined by the summarizer
+    """
+    CREATE TABLE task_calls (
+        agent_id TEXT NOT NULL, prompt_hash TEXT NOT NULL, session_id TEXT NOT NULL, created_at REAL NOT NULL,
+        PRIMARY KEY (agent_id, prompt_hash)
+    ) WITHOUT ROWID;
+    CREATE INDEX task_calls_by_age ON task_calls (created_at);
+    CREATE TABLE child_notebook_versions (
+        agent_id TEXT NOT NULL, session_id TEXT NOT NULL, version INTEGER NOT NULL, created_at REAL NOT NULL, reason TEXT NOT NULL,
+        body TEXT NOT NULL, PRIMARY KEY (agent_id, session_id, version)
+    ) WITHOUT ROWID;
+    CREATE TABLE refined_forms (
+        agent_id TEXT NOT NULL, session_id TEXT NOT NULL, form TEXT NOT NULL, basis TEXT NOT NULL, text TEXT NOT NULL,
+        created_at REAL NOT NULL, PRIMARY KEY (agent_id, session_id, form)
+    ) WITHOUT ROWID;
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

@@ -39,7 +39,8 @@ _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
 CHECKPOINT_BYTES = 4 << 20
 """Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
-_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts", "sessions")
+_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
+                "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
 
 def _many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:

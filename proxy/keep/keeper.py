@@ -23,7 +23,7 @@ from memory.notebook.proposals import propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
-from proxy.keep.subagents import Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
+from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
@@ -75,7 +75,8 @@ class Keeper:
         self.anchors = AnchorBook(self.db, clock, redact)
         self.notebook = NotebookStore(self.db, clock, redact)
         self.sessions = SessionMemory(self.db, clock, redact)
-        self.spawns = Spawns()
+        self.spawns = Spawns(clock)
+        self.spawns.restore(self.sessions.task_calls(clock() - SPAWN_TTL_S, SPAWNS_KEPT))  # calls made before a restart
         self.activity = Activity()
         self._run = run
         self._clock = clock
@@ -159,28 +160,33 @@ class Keeper:
             if captured:
                 log.info("anchors_captured", agent_id=agent_id, session_id=session_id, anchors=captured)
         if answer is not None:
-            self.spawns.add(agent_id, session_id, task_prompts(answer.get("tool_calls") or []))
+            hashes = self.spawns.add(agent_id, session_id, task_prompts(answer.get("tool_calls") or []))
+            if hashes:  # kept in the store too: a restart before the child's first request still recognises it
+                self.sessions.keep_task_calls(agent_id, session_id, hashes, SPAWNS_KEPT, SPAWN_TTL_S)
         child_of = self.sessions.snapshot(agent_id, session_id)
         if child_of is not None and answer_text and not answer.get("tool_calls"):  # type: ignore[union-attr]
             self.sessions.keep_result(agent_id, child_of[0], session_id, importance(answer_text), answer_text)
-        if self.options.pool_lines and child_of is None and report is not None and report.get("batch") in BATCHES:
+        if self.options.pool_lines and report is not None and report.get("batch") in BATCHES:
             saved = sum(row.get("tokens_saved", 0) for row in report.get("strategies", {}).values())
             items = sum(row.get("items", 0) for row in report.get("strategies", {}).values())
             self.pool_line(agent_id, f"{_stamp(self._clock())} session {session_id}: prune batch ({report['batch']}) cleared {items} "
-                           f"item(s), {saved} tokens; {report.get('tier_before')} → {report.get('tier_after')}")
+                           f"item(s), {saved} tokens; {report.get('tier_before')} → {report.get('tier_after')}",
+                           session_id if child_of is not None else None)
         return captured
 
     def archived(self, agent_id: str, session_id: str, archive: dict[str, Any]) -> dict[str, Any]:
         """An archive was made: a dynamic-pool line, and what its turns established proposed (notebook entries for the
         user, environment and history sections, pending anchors for the decisions and constraints stated); never over
-        what a person wrote, never what a person rejected. A sub-agent's archive proposes nothing (its memory is its own)."""
-        if self.sessions.snapshot(agent_id, session_id) is not None:
-            return {}
+        what a person wrote, never what a person rejected. A sub-agent's archive leaves its line in the child's own
+        notebook and proposes nothing (its memory is its own, and reaches its parent only through its result)."""
+        child = session_id if self.sessions.snapshot(agent_id, session_id) is not None else None
         record = archive["record"]
         span = f"messages {record.get('head')}–{record.get('end')}"
         if self.options.pool_lines:
             self.pool_line(agent_id, f"{_stamp(self._clock())} session {session_id}: archive {record.get('number')} ({record.get('reason')}), "
-                                     f"{span}, summary {archive.get('source')}")
+                                     f"{span}, summary {archive.get('source')}", child)
+        if child is not None:
+            return {}
         facts = learn({}, archive["messages"], None)
         changed = [p for p, a in facts.get("files", []) if a == "changed"][-4:]
         history = f"session {session_id} archived {span}" + (f": changed {', '.join(changed)}" if changed else "") + (
@@ -193,9 +199,11 @@ class Keeper:
         return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors]}
 
     def state(self, agent_id: str, session_id: str) -> SessionState:
-        """What the agent's memory holds for a session's forms (the registry's view and reports are added by the API)."""
+        """What the agent's memory holds for a session's forms (the registry's view and reports are added by the API); a
+        sub-agent's forms show its own notebook, not its agent's."""
+        child = session_id if self.sessions.snapshot(agent_id, session_id) is not None else None
         return SessionState(session_id, self.sessions.facts(agent_id, session_id), self.anchors.list(agent_id),
-                            self.notebook.current(agent_id).body, children=self.sessions.results(agent_id, session_id))
+                            self.notebook.current(agent_id, child).body, children=self.sessions.results(agent_id, session_id))
 
     def snapshot_for(self, agent_id: str, session_id: str, new: bool, messages: Sequence[dict[str, Any]],
                      parent_hint: str | None) -> str | None:
@@ -220,20 +228,21 @@ class Keeper:
     def inject(messages: list[dict[str, Any]], snapshot: str) -> list[dict[str, Any]]:
         return with_snapshot(messages, snapshot)
 
-    def pool_line(self, agent_id: str, text: str) -> Notebook:
-        """One line of Ruyi's own in the dynamic pool (its oldest goes when it is full)."""
-        return self.notebook.add(agent_id, "dynamic", text, by="ruyi")[0]
+    def pool_line(self, agent_id: str, text: str, child: str | None = None) -> Notebook:
+        """One line of Ruyi's own in the dynamic pool (its oldest goes when it is full): the agent's, or a sub-agent's own."""
+        return self.notebook.add(agent_id, "dynamic", text, by="ruyi", child=child)[0]
 
     # compaction
 
-    async def compact(self, agent_id: str) -> tuple[Notebook | None, str]:
-        """Compact the agent's notebook now: through the summarizer when a model is configured (``summarizer.model``; ``same``
-        has no session to follow here, so it falls back), where an unusable answer, a timeout or an open breaker changes
-        nothing and schedules a retry; else the deterministic fallback. Returns the new version (None: unchanged) and how."""
-        before = await self.run(self.notebook.current, agent_id)
+    async def compact(self, agent_id: str, child: str | None = None) -> tuple[Notebook | None, str]:
+        """Compact the agent's notebook (or a sub-agent's own) now: through the summarizer when a model is configured
+        (``summarizer.model``; ``same`` has no session to follow here, so it falls back), where an unusable answer, a
+        timeout or an open breaker changes nothing and schedules a retry; else the deterministic fallback. Returns the
+        new version (None: unchanged) and how."""
+        before = await self.run(self.notebook.current, agent_id, child)
         target = self.summarizer.target(None, None, None, None) if self.summarizer is not None else None
         if self.summarizer is not None and target is not None:
-            key = (agent_id, "notebook")
+            key = (agent_id, "notebook" if child is None else f"notebook {child}")
             messages = [{"role": "system", "content": compaction.SYSTEM}, {"role": "user", "content": compaction.prompt(before.body)}]
             answer, why = await self.summarizer.ask(key, target, messages, ANSWER_TOKENS)
             body = compaction.parse(answer, before.body, self._clock())
@@ -241,6 +250,8 @@ class Keeper:
                 if answer is not None:
                     self.summarizer.unusable(key)
                 self.compactions["unusable"] += 1
+                if child is not None:  # a child's notebook is never pending: nothing to retry
+                    return None, "unusable"
                 retry_at = await self.run(self.notebook.failed, agent_id, self._backoff)
                 log.warning("notebook_compaction_unusable", agent_id=agent_id, version=before.version, reason=why if answer is None else "answer",
                             retry_at=round(retry_at, 1))
@@ -249,7 +260,7 @@ class Keeper:
             how = "llm"
         else:
             body, how = compaction.fallback(before.body), "fallback"
-        after = await self.run(self.notebook.compacted, agent_id, before.version, body, how)
+        after = await self.run(self.notebook.compacted, agent_id, before.version, body, how, child)
         if after is None:
             self.compactions["stale"] += 1
             return None, "stale"

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memory.anchors.anchor import Anchor
@@ -58,18 +58,27 @@ def first_user_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 class Spawns:
-    """Sub-agent calls seen in answers and not yet claimed: (agent, prompt) → the parent session (in memory, bounded)."""
+    """Sub-agent calls seen in answers and not yet claimed: (agent, prompt hash) → the parent session and when (wall
+    clock). Held in memory for the request path, bounded; the keeper keeps them in the store too and restores them at
+    start-up, so a restart between a parent's call and its child's first request still recognises the child."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
 
-    def add(self, agent_id: str, parent_id: str, prompts: Sequence[str]) -> None:
+    def add(self, agent_id: str, parent_id: str, prompts: Sequence[str]) -> list[str]:
+        """Remember these prompts' calls; returns their hashes (what the store keeps: never the prompt)."""
+        hashes = [prompt_hash(p) for p in prompts]
+        self.restore([(agent_id, h, parent_id, self._clock()) for h in hashes])
+        return hashes
+
+    def restore(self, rows: Iterable[tuple[str, str, str, float]]) -> None:
+        """(agent, prompt hash, parent, when) rows, oldest first: from the store at start-up, or just seen."""
         with self._lock:
-            for prompt in prompts:
-                self._pending[(agent_id, prompt_hash(prompt))] = (parent_id, self._clock())
-                self._pending.move_to_end((agent_id, prompt_hash(prompt)))
+            for agent_id, hashed, parent_id, at in rows:
+                self._pending[(agent_id, hashed)] = (parent_id, at)
+                self._pending.move_to_end((agent_id, hashed))
             while len(self._pending) > SPAWNS_KEPT:
                 self._pending.popitem(last=False)
 

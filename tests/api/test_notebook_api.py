@@ -1,11 +1,19 @@
-"""The notebook API over real sockets: sections and aliases, limits, versions and rollback, compaction, isolation."""
+"""The notebook API over real sockets: sections and aliases, limits, versions and rollback, compaction, isolation, a sub-agent's own."""
 
 from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from tests.api.test_anchors_api import call
+from tests.api.test_archive_api import api
 from tests.conftest import MakeProxy, base_url
+from tests.fake_upstream import FakeUpstream
+from tests.keep.test_subagents import child, start_parent
+from tests.rewrite.test_pruning import post
 
 
 async def test_entries_go_to_their_section_by_any_alias_and_each_change_is_a_version(make_proxy: MakeProxy) -> None:
@@ -63,3 +71,69 @@ async def test_agents_never_share_a_notebook(make_proxy: MakeProxy) -> None:
         status, nb = await call(http, "GET", url, agent="b")
         assert nb["version"] == 0 and nb["sections"]["self"]["entries"] == []
         assert (await call(http, "POST", url + "/rollback/1", agent="b"))[0] == 404
+
+
+def texts(nb: dict[str, Any], section: str) -> list[str]:
+    return [e["text"] for e in nb["sections"][section]["entries"]]
+
+
+async def test_a_sub_agents_writes_are_its_own_and_never_change_its_agents_notebook(make_proxy: MakeProxy, fake: FakeUpstream,
+                                                                                     data_dir: Path) -> None:
+    proxy = await make_proxy()
+    parent = await start_parent(proxy, fake)  # agent a: a session whose answer made two Task calls
+    kid = (await post(proxy, child(0), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]  # recognised from its prompt
+    url = base_url(proxy) + "/ruyi/v1/notebook"
+    async with aiohttp.ClientSession() as http:
+        status, mine = await call(http, "POST", url + "/user", agent="a", json={"text": "prefers short answers"})
+        assert status == 201 and mine["scope"] == "agent"
+        status, nb = await call(http, "POST", url + "/history", agent="a", params={"session": kid}, json={"text": "db.py line 42 is unsafe"})
+        assert status == 201 and nb["scope"] == "sub-agent" and nb["session_id"] == kid and nb["version"] == 1
+        status, nb = await call(http, "POST", url + "/env", agent="a", headers={"X-Ruyi-Session": kid}, json={"text": "tests run with tox"})
+        assert status == 201 and texts(nb, "environment") == ["tests run with tox"] and texts(nb, "user") == []  # nothing of the agent's
+        status, nb = await call(http, "PUT", url + "/self", agent="a", params={"session": kid}, json={"entries": ["a reviewer"]})
+        assert status == 200 and nb["version"] == 3
+        status, agents = await call(http, "GET", url, agent="a")
+        assert agents["version"] == mine["version"] and texts(agents, "history") == [] and texts(agents, "self") == []
+        status, same = await call(http, "GET", url, agent="a", params={"session": parent})  # the parent is no sub-agent: the agent's
+        assert same["scope"] == "agent" and same["version"] == mine["version"]
+        status, kids = await call(http, "GET", url, agent="a", params={"session": kid, "format": "markdown"})
+        assert "db.py line 42 is unsafe" in kids and "prefers short answers" not in kids
+        status, listed = await call(http, "GET", url + "/versions", agent="a", params={"session": kid})
+        assert listed["session_id"] == kid and [v["version"] for v in listed["versions"]] == [1, 2, 3]
+        status, nb = await call(http, "POST", url + "/rollback/1", agent="a", params={"session": kid})
+        assert status == 200 and texts(nb, "environment") == [] and texts(nb, "history") == ["db.py line 42 is unsafe"]
+        status, nb = await call(http, "POST", url + "/compact", agent="a", params={"session": kid})
+        assert status == 200 and nb["how"] == "fallback" and nb["scope"] == "sub-agent"
+        assert (await call(http, "GET", url, agent="a"))[1]["version"] == mine["version"]  # still nothing changed for the agent
+        assert (await call(http, "GET", url, agent="b", params={"session": kid}))[0] == 404  # another agent never finds it
+    with sqlite3.connect(data_dir / "ruyi.db") as db:
+        assert db.execute("SELECT count(*) FROM child_notebook_versions WHERE session_id = ?", (kid,)).fetchone()[0] > 0
+    assert (await api(proxy, "DELETE", f"/ruyi/v1/sessions/{kid}"))[0] == 200  # temporary: it goes with the child's session
+    with sqlite3.connect(data_dir / "ruyi.db") as db:
+        assert db.execute("SELECT count(*) FROM child_notebook_versions WHERE session_id = ?", (kid,)).fetchone()[0] == 0
+
+
+async def test_x_ruyi_parent_makes_a_sessions_notebook_its_own_and_bad_addresses_are_refused(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy()
+    parent = await start_parent(proxy, fake)
+    helper = (await post(proxy, [{"role": "user", "content": "a helper of its own"}], headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
+    kid = (await post(proxy, child(0), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
+    url = base_url(proxy) + "/ruyi/v1/notebook"
+    async with aiohttp.ClientSession() as http:
+        status, nb = await call(http, "POST", url + "/history", agent="a", headers={"X-Ruyi-Session": helper, "X-Ruyi-Parent": parent},
+                                json={"text": "the helper's own finding"})
+        assert status == 201 and nb["scope"] == "sub-agent" and nb["session_id"] == helper
+        refusals = [
+            ({"X-Ruyi-Parent": parent}, {}, 400, "session_required"),  # a sub-agent that names no session of its own
+            ({"X-Ruyi-Session": kid}, {"session": helper}, 400, "invalid_session"),
+            ({}, {"session": ""}, 400, "invalid_session"),
+            ({}, {"session": "no-such-session"}, 404, "session_not_found"),
+            ({"X-Ruyi-Parent": helper}, {"session": kid}, 409, "parent_mismatch"),  # kid is parent's child
+            ({"X-Ruyi-Parent": "no-such-session"}, {"session": helper}, 404, "parent_not_found"),
+        ]
+        for headers, params, code, name in refusals:
+            status, err = await call(http, "POST", url + "/history", agent="a", headers=headers, params=params, json={"text": "x"})
+            assert (status, err["error"]["code"]) == (code, name) and err["error"]["message"]
+        status, agents = await call(http, "GET", url, agent="a")
+        assert agents["version"] == 0  # nothing written, half or whole
+        assert (await call(http, "GET", url, agent="a", params={"session": kid}))[1]["version"] == 0

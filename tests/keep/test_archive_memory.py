@@ -9,6 +9,7 @@ from tests.api.test_anchors_api import call
 from tests.api.test_archive_api import api
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
+from tests.keep.test_subagents import PROMPTS, start_parent
 from tests.longctx.sessions import session, turn
 from tests.longctx.test_archive import CONFIG, post
 
@@ -39,3 +40,23 @@ async def test_an_archive_leaves_a_pool_line_and_proposals(make_proxy: MakeProxy
         status, _ = await call(http, "POST", base_url(proxy) + "/ruyi/v1/notebook/user/0/reject", agent="a")
         assert status == 200
         assert (await call(http, "GET", base_url(proxy) + "/ruyi/v1/notebook", agent="b"))[1]["version"] == 0
+
+
+async def test_a_sub_agents_archive_leaves_its_line_in_its_own_notebook_and_proposes_nothing(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(**CONFIG)
+    parent = await start_parent(proxy, fake)
+    client = session(8, task=PROMPTS[0])  # the child: its first user message is the parent's Task prompt
+    client.insert(4, {"role": "user", "content": SAID})
+    kid = (await post(proxy, client)).headers["X-Ruyi-Session"]
+    assert kid != parent and fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+    assert (await api(proxy, "POST", f"/ruyi/v1/sessions/{kid}/archive"))[0] == 200
+    client += turn(8)
+    assert (await post(proxy, client)).headers["X-Ruyi-Archived"] == "1"
+    async with aiohttp.ClientSession() as http:
+        status, own = await call(http, "GET", base_url(proxy) + "/ruyi/v1/notebook", agent="a", params={"session": kid})
+        assert any(f"session {kid}: archive 1 (requested)" in e["text"] for e in own["sections"]["dynamic"]["entries"])
+        assert own["sections"]["user"]["entries"] == []  # proposals are the agent's business, never a child's
+        status, agents = await call(http, "GET", base_url(proxy) + "/ruyi/v1/notebook", agent="a")
+        assert agents["version"] == 0 and all(not s["entries"] for s in agents["sections"].values())
+        status, listed = await call(http, "GET", base_url(proxy) + "/ruyi/v1/anchors", agent="a")
+        assert [a["source"] for a in listed["anchors"]] == ["person"]  # start_parent's D001 only: nothing proposed from the child
