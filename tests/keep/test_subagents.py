@@ -4,10 +4,13 @@ of the parent, their results aggregated HIGH first; never across agents."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from proxy.keep.subagents import prompt_hash
 from tests.api.test_anchors_api import FIELDS, call
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -98,3 +101,22 @@ async def test_x_ruyi_parent_names_the_parent_and_other_agents_never_match(make_
     assert sent[0]["role"] == "system" and sent[0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">') and sent[1]["content"] == "a helper told its parent"
     await post(proxy, [{"role": "user", "content": "names a stranger"}], headers={"X-Ruyi-Agent": "b", "X-Ruyi-Parent": parent})
     assert fake.last().json["messages"] == [{"role": "user", "content": "names a stranger"}]
+
+
+async def test_a_restart_between_the_task_call_and_the_childs_first_request_still_recognises_the_child(
+        make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:
+    first = await make_proxy()
+    parent = await start_parent(first, fake)  # the parent's answer calls Task twice; no child has asked yet
+    await first.close()  # Ruyi stops (what answers gave is remembered before it goes) ...
+    with sqlite3.connect(data_dir / "ruyi.db") as db:
+        kept = db.execute("SELECT agent_id, session_id, prompt_hash FROM task_calls").fetchall()
+    assert sorted(kept) == sorted(("a", parent, prompt_hash(p)) for p in PROMPTS)  # the prompts' hashes, not their text
+    second = await make_proxy()  # ... and a new one starts on the same file
+    resp = await post(second, child(0), headers={"X-Ruyi-Agent": "a"})
+    assert resp.headers["X-Ruyi-Session"] != parent
+    assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+    fake.reply = "[HIGH] found it"
+    await post(second, child(1), headers={"X-Ruyi-Agent": "a"})
+    async with aiohttp.ClientSession() as http:
+        status, out = await call(http, "GET", base_url(second) + f"/ruyi/v1/sessions/{parent}/children", agent="a")
+    assert status == 200 and len(out["children_known"]) == 2 and out["counts"]["HIGH"] == 1
