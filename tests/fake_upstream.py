@@ -54,9 +54,12 @@ class FakeUpstream:
     max_prompt_chars: int | None = None
     """When set, a chat request whose messages serialise longer than this is refused as too long."""
     summary_reply: str = "## Task\nsummary\n## Decisions\n-\n## Constraints\n-\n## Progress\n-\n## Anchors\n—"
-    """The answer to a request from Ruyi's LLM summarizer (its system prompt starts "You are Ruyi's archivist")."""
+    """The answer to a request from Ruyi's LLM summarizer (its system prompt starts "You are Ruyi's archivist", or "You are
+    Ruyi's notary" when it proposes what an archive established)."""
     summary_delay: float = 0.0
     """How long a summarizer request waits before its answer."""
+    summary_held: asyncio.Event | None = None
+    """When set, a summarizer request answers only once this event is set."""
     models: list[dict[str, Any]] = field(default_factory=lambda: [{"id": "gpt-4o", "object": "model"}])
     """GET /v1/models's ``data`` (vLLM and SGLang add ``max_model_len`` to each)."""
     props: dict[str, Any] | None = None
@@ -202,8 +205,10 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
     fake = request.app[FAKE_UPSTREAM]
     body = await request.json()
     first = (body.get("messages") or [{}])[0]
-    if isinstance(first.get("content"), str) and first["content"].startswith("You are Ruyi's archivist"):
+    if isinstance(first.get("content"), str) and first["content"].startswith(("You are Ruyi's archivist", "You are Ruyi's notary")):
         await asyncio.sleep(fake.summary_delay)
+        if fake.summary_held is not None:
+            await fake.summary_held.wait()
         message = {"role": "assistant", "content": fake.summary_reply}
         return web.json_response({"id": "chatcmpl-summary", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
                                   "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],

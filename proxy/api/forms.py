@@ -16,7 +16,9 @@ from proxy.rewrite.report import summarize
 
 async def form(request: web.Request) -> web.Response:
     """``compact`` (under 500 characters), ``normal`` (500–2,000), ``expanded`` (everything), built from the session's
-    state; JSON, or the text itself with ``?format=markdown``."""
+    state; JSON, or the text itself with ``?format=markdown``. With a summarizer configured, the refined form of this
+    very state once one passed its checks (``source``: ``summarizer``), else the deterministic one while its refinement
+    runs in the background (``deterministic``)."""
     agent, session_id, name = agent_of(request), request.match_info["session_id"], request.match_info["form"]
     if name not in FORMS:
         return refused(404, "unknown_form", f"the forms are {', '.join(FORMS)}; got {name!r}")
@@ -30,9 +32,14 @@ async def form(request: web.Request) -> web.Response:
     state = await keeper.run(keeper.state, agent, session_id)
     state = dataclasses.replace(state, session={**session_view(session), "tokens": session.prompt_tokens}, reports=summarize(reports))
     text = await keeper.run(build, state, name)
+    if keeper.refiner.target() is not None:  # a summarizer is configured: its refined form once one of this state passed its checks
+        whole = text if name == "expanded" else await keeper.run(build, state, "expanded")
+        text, source = await keeper.refiner.form(agent, session_id, name, text, whole)
+    else:
+        source = "deterministic"
     if request.query.get("format") == "markdown":
-        return web.Response(text=text, content_type="text/markdown")
-    return web.json_response({"session_id": session_id, "form": name, "chars": len(text), "text": text})
+        return web.Response(text=text, content_type="text/markdown", headers={"X-Ruyi-Form-Source": source})
+    return web.json_response({"session_id": session_id, "form": name, "source": source, "chars": len(text), "text": text})
 
 
 async def children(request: web.Request) -> web.Response:

@@ -84,6 +84,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     yield
     await longctx.close()
     await keeper.settle()  # what answers gave is remembered before the worker threads go
+    await keeper.refiner.cancel()  # the summarizer's background work is given up (forms stay deterministic)
     app[appkeys.SHUTDOWN].end()
     await session.close()
     await measurer.close()

@@ -19,10 +19,11 @@ from memory.forms.render import SessionState
 from memory.forms.render import compact as compact_form
 from memory.forms.sqlite_forms import SessionMemory
 from memory.notebook import compaction
-from memory.notebook.proposals import propose
+from memory.notebook.proposals import Proposals, propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
+from proxy.keep.refiner import Refiner
 from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
@@ -78,6 +79,7 @@ class Keeper:
         self.spawns = Spawns(clock)
         self.spawns.restore(self.sessions.task_calls(clock() - SPAWN_TTL_S, SPAWNS_KEPT))  # calls made before a restart
         self.activity = Activity()
+        self.refiner = Refiner(summarizer, self.sessions, self.run)
         self._run = run
         self._clock = clock
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -120,8 +122,10 @@ class Keeper:
                         report: dict[str, Any] | None, archive: dict[str, Any] | None = None) -> None:
         try:
             await self.run(self.remember, agent_id, session_id, messages, answer, report)
-            if archive is not None:
-                await self.run(self.archived, agent_id, session_id, archive)
+            plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
+            if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
+                if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
+                    await self.run(self.apply, agent_id, session_id, plan[1], "extractive")
         except Exception:  # noqa: BLE001 - the answer is gone already; memory misses one request, logged
             log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
 
@@ -174,11 +178,11 @@ class Keeper:
                            session_id if child_of is not None else None)
         return captured
 
-    def archived(self, agent_id: str, session_id: str, archive: dict[str, Any]) -> dict[str, Any]:
-        """An archive was made: a dynamic-pool line, and what its turns established proposed (notebook entries for the
-        user, environment and history sections, pending anchors for the decisions and constraints stated); never over
-        what a person wrote, never what a person rejected. A sub-agent's archive leaves its line in the child's own
-        notebook and proposes nothing (its memory is its own, and reaches its parent only through its result)."""
+    def archived(self, agent_id: str, session_id: str, archive: dict[str, Any]) -> tuple[str, Proposals] | None:
+        """An archive was made: a dynamic-pool line; returns its history line and what its turns established, found
+        extractively, for the caller to propose (``apply``: now, or once the summarizer has answered). A sub-agent's
+        archive leaves its line in the child's own notebook and proposes nothing (None: its memory is its own, and
+        reaches its parent only through its result)."""
         child = session_id if self.sessions.snapshot(agent_id, session_id) is not None else None
         record = archive["record"]
         span = f"messages {record.get('head')}–{record.get('end')}"
@@ -186,15 +190,19 @@ class Keeper:
             self.pool_line(agent_id, f"{_stamp(self._clock())} session {session_id}: archive {record.get('number')} ({record.get('reason')}), "
                                      f"{span}, summary {archive.get('source')}", child)
         if child is not None:
-            return {}
+            return None
         facts = learn({}, archive["messages"], None)
         changed = [p for p, a in facts.get("files", []) if a == "changed"][-4:]
         history = f"session {session_id} archived {span}" + (f": changed {', '.join(changed)}" if changed else "") + (
             f"; last error {facts['errors'][-1][:80]}" if facts.get("errors") else "")
-        found = propose(archive["messages"], history)
+        return history, propose(archive["messages"], history)
+
+    def apply(self, agent_id: str, session_id: str, found: Proposals, how: str) -> dict[str, Any]:
+        """An archive's proposals written (notebook entries for the user, environment and history sections, pending
+        anchors for the decisions and constraints stated): never over what a person wrote, never what a person rejected."""
         entries = self.notebook.propose(agent_id, found.entries)
         anchors = self.anchors.propose(agent_id, session_id, found.anchors)
-        log.info("archive_remembered", agent_id=agent_id, session_id=session_id, number=record.get("number"),
+        log.info("archive_remembered", agent_id=agent_id, session_id=session_id, how=how,
                  entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors])
         return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors]}
 
