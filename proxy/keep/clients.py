@@ -28,7 +28,9 @@ class CommandError(Exception):
 
 
 def _notebook(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"agent_id": nb.agent_id, "version": nb.version, "pending": nb.pending, "counts": nb.counts(), "notes": list(notes),
+    return {"agent_id": nb.agent_id, "scope": "agent" if nb.session_id is None else "sub-agent",
+            **({"session_id": nb.session_id} if nb.session_id is not None else {}),
+            "version": nb.version, "pending": nb.pending, "counts": nb.counts(), "notes": list(notes),
             "sections": {name: {"title": SECTIONS[name], "english": ENGLISH[name], "entries": nb.body[name]} for name in SECTIONS},
             "injected": injected(nb.body)}
 
@@ -36,10 +38,30 @@ def _notebook(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
 class Local:
     """The store's file itself (safe while Ruyi runs: each change one transaction; the server sees it on its next read)."""
 
-    def __init__(self, path: Path | None, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions) -> None:
+    def __init__(self, path: Path | None, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions,
+                 session: str | None = None) -> None:
         self.keeper = Keeper(path, notebook, LLMSummarizer(summarizer) if summarizer.model else None)
         self.agent = agent
         self.path = path
+        self.child = self._child(session) if session is not None else None
+        """The sub-agent session whose own notebook ``memo`` acts on (None: the agent's)."""
+
+    def _child(self, session: str) -> str | None:
+        """A session Ruyi knows as a sub-agent of this agent (its own notebook), else None for one of the agent's
+        sessions (the agent's notebook); an unknown session is refused, as the API refuses it."""
+        if self.keeper.sessions.snapshot(self.agent, session) is not None:
+            return session
+        from memory.store.sqlite_store import SQLiteStore
+
+        if self.path is not None:
+            store = SQLiteStore(self.path)
+            try:
+                known = store.load_session(self.agent, session) is not None
+            finally:
+                store.close()
+            if known:
+                return None
+        raise CommandError(f"this agent has no session {session!r} (GET /ruyi/v1/sessions lists them)")
 
     def close(self) -> None:
         self.keeper.close()
@@ -69,24 +91,24 @@ class Local:
         return 200, export(self.keeper.anchors.list(self.agent), self.agent)
 
     def memo_get(self, as_markdown: bool) -> Answer:
-        nb = self.keeper.notebook.current(self.agent)
+        nb = self.keeper.notebook.current(self.agent, self.child)
         return 200, markdown(nb.body, nb.pending, nb.version) if as_markdown else _notebook(nb)
 
     def memo_add(self, section: str, text: str) -> Answer:
-        return 201, _notebook(*self.keeper.notebook.add(self.agent, section, text))
+        return 201, _notebook(*self.keeper.notebook.add(self.agent, section, text, "person", self.child))
 
     def memo_put(self, section: str, entries: list[str]) -> Answer:
-        return 200, _notebook(*self.keeper.notebook.put(self.agent, section, entries))
+        return 200, _notebook(*self.keeper.notebook.put(self.agent, section, entries, self.child))
 
     def memo_compact(self) -> Answer:
-        after, how = asyncio.run(self.keeper.compact(self.agent))
+        after, how = asyncio.run(self.keeper.compact(self.agent, self.child))
         return (200, {**_notebook(after), "how": how}) if after is not None else (502, {"how": how})
 
     def memo_versions(self) -> Answer:
-        return 200, {"agent_id": self.agent, "versions": self.keeper.notebook.versions(self.agent)}
+        return 200, {"agent_id": self.agent, "versions": self.keeper.notebook.versions(self.agent, self.child)}
 
     def memo_rollback(self, version: int) -> Answer:
-        nb = self.keeper.notebook.rollback(self.agent, version)
+        nb = self.keeper.notebook.rollback(self.agent, version, self.child)
         return (404, None) if nb is None else (200, _notebook(nb))
 
     def session_form(self, session_id: str, form: str) -> Answer:
@@ -110,7 +132,7 @@ class Local:
         return 200, build(state, form)
 
     def memo_judge(self, section: str, index: int, accept: bool) -> Answer:
-        nb = self.keeper.notebook.judge(self.agent, section, index, accept)
+        nb = self.keeper.notebook.judge(self.agent, section, index, accept, self.child)
         return (404, None) if nb is None else (200, _notebook(nb))
 
 
@@ -126,9 +148,11 @@ ROUTES: dict[str, tuple[str, str]] = {
 class Remote:
     """A running Ruyi's API: the agent is the key's (``--key``, or X-Ruyi-Agent with the admin key or without keys)."""
 
-    def __init__(self, server: str, agent: str | None, key: str | None) -> None:
+    def __init__(self, server: str, agent: str | None, key: str | None, session: str | None = None) -> None:
         self.base = server.rstrip("/") + "/ruyi/v1"
         self.headers = {k: v for k, v in (("X-Ruyi-Agent", agent), ("X-Ruyi-Key", key)) if v}
+        self.session = session
+        """``memo`` on a sub-agent's own notebook: ``?session=`` on every notebook call."""
 
     def close(self) -> None:
         pass
@@ -153,6 +177,8 @@ class Remote:
             query = {"format": "markdown"}
         elif what == "memo_judge":
             args = (args[0], args[1], "accept" if args[2] else "reject")
+        if what.startswith("memo_") and self.session is not None:
+            query["session"] = self.session
         path = template.format(*(urllib.parse.quote(str(a), safe="") for a in args))
         url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = json.dumps(body).encode() if body is not None else (b"" if verb != "GET" else None)

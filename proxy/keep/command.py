@@ -71,6 +71,7 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("index", type=int, help="its place in the section, from 0")
     for p in (m_show, m_add, m_set, m_compact, m_versions, m_rollback, m_accept, m_reject):
         _target(p)
+        p.add_argument("--session", metavar="ID", help="a sub-agent's own notebook: its session id (the X-Ruyi-Session of its answers)")
 
 
 def _fields(pairs: list[str]) -> dict[str, str]:
@@ -85,11 +86,12 @@ def _fields(pairs: list[str]) -> dict[str, str]:
 
 def open_target(args: argparse.Namespace) -> Local | Remote:
     key = getattr(args, "key", None) or os.environ.get("RUYI_KEY")
+    session = getattr(args, "session", None) if args.command == "memo" else None
     if args.server:
-        return Remote(args.server, args.agent, key)
+        return Remote(args.server, args.agent, key, session)
     config = load_config(args.config, os.environ)
     path = Path(config.store.data_dir) / "ruyi.db" if config.store.backend == "sqlite" else None
-    return Local(path, args.agent or "default", config.notebook, config.summarizer)
+    return Local(path, args.agent or "default", config.notebook, config.summarizer, session)
 
 
 def run(args: argparse.Namespace) -> int:

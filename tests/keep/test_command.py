@@ -10,6 +10,8 @@ import pytest
 
 from proxy.cli import main
 from tests.conftest import MakeProxy, base_url
+from tests.fake_upstream import FakeUpstream
+from tests.keep.test_subagents import child, start_parent
 from tests.rewrite.test_pruning import post
 
 FIELDS = ["--field", "alternatives=Postgres", "--field", "why=nothing to install", "--field", "impact=memory/store",
@@ -74,3 +76,25 @@ async def test_session_show_prints_a_form_from_the_store_or_a_server(make_proxy:
     assert local.startswith("## 🔸 Compact context") and remote.endswith(local)
     assert await asyncio.to_thread(main, ["session", "show", "nope", "--agent", "a"]) == 1
     assert await asyncio.to_thread(main, ["session", "show", sid, "--agent", "b", "--url", base_url(proxy)]) == 1
+
+
+async def test_memo_on_a_sub_agents_own_notebook(make_proxy: MakeProxy, fake: FakeUpstream, capsys: pytest.CaptureFixture[str]) -> None:
+    proxy = await make_proxy()
+    await start_parent(proxy, fake)
+    kid = (await post(proxy, child(0), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
+
+    async def ruyi(*argv: str) -> int:
+        return await asyncio.to_thread(main, [*argv, "--agent", "a"])
+
+    assert await ruyi("memo", "add", "history", "the child's finding", "--session", kid, "--server", base_url(proxy)) == 0
+    assert await ruyi("memo", "add", "env", "the child's tool", "--session", kid) == 0  # on the store's file beside the running Ruyi
+    assert await ruyi("memo", "add", "user", "the agent's own") == 0
+    capsys.readouterr()
+    assert await ruyi("memo", "show", "--session", kid) == 0
+    own = capsys.readouterr().out
+    assert "the child's finding" in own and "the child's tool" in own and "the agent's own" not in own
+    assert await ruyi("memo", "show", "--server", base_url(proxy)) == 0
+    agents = capsys.readouterr().out
+    assert "the agent's own" in agents and "the child's" not in agents
+    assert await ruyi("memo", "show", "--session", "nope") == 1 and "no session 'nope'" in capsys.readouterr().err
+    assert await ruyi("memo", "show", "--session", "nope", "--server", base_url(proxy)) == 1
