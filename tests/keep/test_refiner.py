@@ -69,6 +69,8 @@ async def test_a_refined_form_is_the_answer_only_once_it_passed_its_checks_and_o
     assert third["source"] == "deterministic" and "[D002]" in third["text"]
     await refiner.settle()
     assert len(form_requests(fake)) == 2 and (await form(proxy, sid))["source"] == "summarizer"  # a compact form may leave [D002] out
+    stats = (await api(proxy, "GET", "/ruyi/v1/stats"))[1]
+    assert stats["memory"]["summarizer"]["forms_refined"] == 2 and stats["memory"]["summarizer"]["forms_kept"] == 0
 
 
 async def test_a_bad_answer_keeps_the_deterministic_form(make_proxy: MakeProxy, fake: FakeUpstream, upstream: TestServer) -> None:
