@@ -113,6 +113,7 @@ class Local:
 
     def session_form(self, session_id: str, form: str) -> Answer:
         """A session's form from the store's file: its record and reports beside what the agent's memory holds."""
+        from memory.forms.refine import basis
         from memory.forms.render import build
         from memory.store.sqlite_store import SQLiteStore
 
@@ -129,7 +130,8 @@ class Local:
         record = stored.record
         session = {"requests": record.requests, "tier": record.tier, "tokens": record.prompt_tokens, "window": record.window}
         state = dataclasses.replace(self.keeper.state(self.agent, session_id), session=session, reports=_summary(reports))
-        return 200, build(state, form)
+        text = build(state, form)  # or the summarizer's refinement of this very state, when a running Ruyi made one
+        return 200, self.keeper.sessions.refined(self.agent, session_id, form, basis(text)) or text
 
     def memo_judge(self, section: str, index: int, accept: bool) -> Answer:
         nb = self.keeper.notebook.judge(self.agent, section, index, accept, self.child)

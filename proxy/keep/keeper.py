@@ -79,7 +79,7 @@ class Keeper:
         self.spawns = Spawns(clock)
         self.spawns.restore(self.sessions.task_calls(clock() - SPAWN_TTL_S, SPAWNS_KEPT))  # calls made before a restart
         self.activity = Activity()
-        self.refiner = Refiner(summarizer, self.sessions, self.run)
+        self.refiner = Refiner(summarizer, self.sessions, self.run, redact)
         self._run = run
         self._clock = clock
         self._tasks: set[asyncio.Task[Any]] = set()

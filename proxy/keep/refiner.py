@@ -28,9 +28,9 @@ ROLE_ORDER = ("user", "assistant")
 FORMS_TRIED = 10_000
 
 
-def proposal_messages(trace: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """The proposals request: our instructions, then the archived turns as quoted data within TRACE_CHARS."""
-    texts = [clipped(text_of(m), MESSAGE_CHARS) for m in trace]
+def proposal_messages(trace: Sequence[Mapping[str, Any]], redact: Callable[[str], str] = lambda s: s) -> list[dict[str, str]]:
+    """The proposals request: our instructions, then the archived turns (secrets redacted) as quoted data within TRACE_CHARS."""
+    texts = [clipped(redact(text_of(m)), MESSAGE_CHARS) for m in trace]
     rank = sorted(range(len(trace)), key=lambda i: (ROLE_ORDER.index(trace[i].get("role")) if trace[i].get("role") in ROLE_ORDER else 2, i))
     kept, used = set(), 0
     for i in rank:
@@ -52,10 +52,12 @@ class Refiner:
     checks; until then the deterministic form is the answer) and an archive's proposals (the extractive ones when the
     answer is unusable, late or missing). Each call under the summarizer's slots, timeout and breaker."""
 
-    def __init__(self, summarizer: LLMSummarizer | None, sessions: SessionMemory, run: Callable[..., Any]) -> None:
+    def __init__(self, summarizer: LLMSummarizer | None, sessions: SessionMemory, run: Callable[..., Any],
+                 redact: Callable[[str], str] = lambda s: s) -> None:
         self.summarizer = summarizer
         self._sessions = sessions
         self._run = run
+        self._redact = redact
         self._tasks: set[asyncio.Task[Any]] = set()
         self._forms_tried: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
         """Forms whose refinement was started (bounded): one state is asked about once, whatever came of it."""
@@ -94,7 +96,8 @@ class Refiner:
         agent_id, session_id, form, made_from = key
         breaker = (agent_id, f"forms {session_id}")
         tokens = FORM_TOKENS.get(form) or min(8000, max(self.summarizer.options.max_tokens, len(deterministic) // 3 + 200))
-        answer, why = await self.summarizer.ask(breaker, target, refine.messages(form, deterministic, state), tokens)
+        asked = await self._run(refine.messages, form, deterministic, state)  # the state as stored: redacted already
+        answer, why = await self.summarizer.ask(breaker, target, asked, tokens)
         text = refine.check(answer, form, deterministic, state)
         if text is None:
             if answer is not None:
@@ -123,7 +126,8 @@ class Refiner:
                        fallback: proposals.Proposals, apply: Callable[[str, str, proposals.Proposals, str], Any]) -> None:
         assert self.summarizer is not None
         breaker = (agent_id, "proposals")
-        answer, why = await self.summarizer.ask(breaker, target, proposal_messages(trace), PROPOSAL_TOKENS)
+        asked = await self._run(proposal_messages, trace, self._redact)  # a worker thread: the turns may be large
+        answer, why = await self.summarizer.ask(breaker, target, asked, PROPOSAL_TOKENS)
         found = proposals.parse(answer, history_line)
         if found is None:
             if answer is not None:
