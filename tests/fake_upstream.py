@@ -30,6 +30,21 @@ class Received:
         return json.loads(self.body)
 
 
+RUYIS_OWN = ("You are Ruyi's ", "You compact an agent's notebook")
+"""How the system prompts of the LLM calls Ruyi makes itself begin (summaries, proposals, forms, notebook compaction)."""
+
+
+def ruyis_own(received: Received) -> bool:
+    """Whether a request is one of Ruyi's own summarizer calls rather than a client's."""
+    if received.path != "/v1/chat/completions":
+        return False
+    try:
+        first = (json.loads(received.body).get("messages") or [{}])[0]
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(first, dict) and isinstance(first.get("content"), str) and first["content"].startswith(RUYIS_OWN)
+
+
 @dataclass
 class FakeUpstream:
     """Behaviour switches and what was received. ``fault``: None, "delay", "hold" (answer once ``held`` is set), "status",
@@ -89,7 +104,8 @@ class FakeUpstream:
     finished_streams: int = 0
 
     def last(self, path: str | None = None) -> Received:
-        items = [r for r in self.received if path is None or r.path == path]
+        """The last request a client's traffic sent (Ruyi's own summarizer calls, made in the background, left out)."""
+        items = [r for r in self.received if (path is None or r.path == path) and not ruyis_own(r)]
         return items[-1]
 
     def pieces(self) -> list[str]:
