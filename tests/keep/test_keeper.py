@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp.test_utils import TestServer
 
 from proxy import appkeys
+from proxy.keep.keeper import Keeper, NotebookOptions
 from tests.api.test_anchors_api import call
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -77,3 +79,18 @@ async def test_a_good_answer_rewrites_each_section_to_its_conclusions(make_proxy
     assert [e["text"] for e in nb["sections"]["history"]["entries"]] == ["milestones 0-9 reached"]
     assert nb["sections"]["user"]["entries"][0] == {**nb["sections"]["user"]["entries"][0], "text": "a's preferences (uncertain)", "by": "compacted"}
     assert nb["pending"] is False and (await notebook(proxy, "b"))["version"] == 0
+
+
+def test_a_sub_agents_prune_batch_leaves_its_pool_line_in_its_own_notebook(tmp_path: Path) -> None:
+    keeper = Keeper(tmp_path / "ruyi.db", NotebookOptions(), None)
+    keeper.sessions.keep_snapshot("a", "kid", "parent", "<ruyi-snapshot parent=\"parent\">…</ruyi-snapshot>")
+    report = {"batch": "applied", "strategies": {"dedup": {"items": 2, "tokens_saved": 900}}, "tier_before": "prune", "tier_after": "normal"}
+    keeper.remember("a", "kid", [{"role": "user", "content": "look at db.py"}], {"role": "assistant", "content": "done"}, report)
+    assert [e["text"][17:] for e in keeper.notebook.current("a", "kid").body["dynamic"]] == \
+           ["session kid: prune batch (applied) cleared 2 item(s), 900 tokens; prune → normal"]
+    assert keeper.notebook.current("a").version == 0  # the agent's notebook never changed
+    keeper.remember("a", "parent", [{"role": "user", "content": "review"}], {"role": "assistant", "content": "ok"}, report)
+    assert keeper.notebook.current("a").body["dynamic"][0]["text"].endswith("session parent: prune batch (applied) cleared 2 item(s), "
+                                                                             "900 tokens; prune → normal")
+    assert keeper.notebook.current("a", "kid").version == 1
+    keeper.close()
