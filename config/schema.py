@@ -18,6 +18,7 @@ from proxy.know.tiers import TierOptions
 from proxy.know.tokens import TokenOptions
 from proxy.keep.keeper import NotebookOptions
 from proxy.know.window import OllamaOptions, WindowOptions
+from proxy.layout.options import LayoutOptions
 from proxy.longctx.archive import ArchiveOptions
 from proxy.longctx.retrieval import RetrievalOptions
 from proxy.longctx.turns import S0Options
@@ -242,6 +243,7 @@ class Config:
     retrieval: RetrievalOptions = field(default_factory=RetrievalOptions)
     summarizer: SummarizerOptions = field(default_factory=SummarizerOptions)
     notebook: NotebookOptions = field(default_factory=NotebookOptions)
+    layout: LayoutOptions = field(default_factory=LayoutOptions)
 
     def route_for(self, model: str | None) -> Route:
         """First route whose pattern matches the model, else the default route."""

@@ -29,6 +29,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                        "proxy.appkeys", "proxy.context", "memory", "strategies"),
     "proxy.know": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "strategies"),
     "proxy.keep": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "proxy.appkeys", "strategies"),
+    "proxy.layout": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "proxy.appkeys", "strategies"),
     "proxy.longctx": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "proxy.appkeys"),
     "proxy.rewrite": ("proxy.replay", "proxy.api", "proxy.http", "proxy.flow"),
     "proxy.replay": ("proxy.api", "proxy.http", "proxy.flow"),

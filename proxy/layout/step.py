@@ -1,0 +1,214 @@
+"""The layout steps: plan the sections before pruning (so the window counts them), place them after the long-context steps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memory.forms.facts import is_chinese
+from memory.forms.render import compact as compact_form
+from proxy.context import RequestContext
+from proxy.keep.subagents import first_user_text
+from proxy.layout.options import LayoutOptions
+from proxy.layout.placement import system_text, with_block, with_system
+from proxy.layout.sections import Section, anchors_text, block, core, cut, full_system, relevant_anchors, reminder, terms
+from proxy.layout.sources import NO_MEMORY, Memory, Sources
+from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
+from summaries.extractive import text_of
+
+if TYPE_CHECKING:
+    from config.schema import Config
+
+Messages = list[dict[str, Any]]
+LAYOUT = "layout"
+"""The session-wide decision that holds the stable part in force (memory/sessions.py: inherited whole by a branch)."""
+GAP_TOKENS = 2
+"""What joining a section to the content it follows adds, beside the section's own tokens."""
+
+
+@dataclass
+class LayoutState:
+    """One request's layout: the stable part in force (``record``: kept per session), the per-request sections,
+    the tokens planned before pruning and where the messages came from once placed."""
+
+    record: dict[str, Any]
+    built: bool
+    trailing: dict[str, str]
+    planned: int = 0
+    positions: tuple[int, ...] | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
+
+
+class LayoutPlanStep:
+    """Before pruning: the stable part in force (kept from the session's first request or its latest archive, else
+    built now for a new conversation) and this request's block; their tokens count toward the window."""
+
+    name = "layout_plan"
+
+    def __init__(self, options: LayoutOptions, config: Config | None = None, sources: Sources | None = None) -> None:
+        self.options = options
+        self.config = config
+        self.sources = sources or Sources(config)
+
+    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
+        m = ctx.measurement
+        if self.options.mode == "off" or m is None or m.count_text is None or ctx.mode == "off":
+            return messages
+        mem = ctx.longctx
+        archive = int(mem.restart.archive.get("number", 0)) if mem is not None and mem.restart is not None else 0
+        record = m.session.decisions.get(LAYOUT)
+        if not isinstance(record, Mapping):
+            record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
+        ws = self.sources.workspace(m.session.agent_id, ctx.request_id)
+        memory = self._memory(ctx)
+        built = record is None or int(record.get("archive", 0)) != archive
+        if built:
+            record = self.build(messages, ctx, memory, ws, archive)
+        state = LayoutState(dict(record), built, self.trailing(messages, ctx, record, memory, ws))
+        count = m.count_text
+        state.tokens = {name: count(text) + GAP_TOKENS for name, text in record.get("sections", {}).items()}
+        blk = trailing_block(state.trailing)
+        state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.trailing.items() if text})
+        state.planned = (count(record["text"]) + GAP_TOKENS if record.get("text") else 0) + (count(blk) + GAP_TOKENS if blk else 0)
+        ctx.layout = state
+        return messages
+
+    def _memory(self, ctx: RequestContext) -> Memory:
+        m = ctx.measurement
+        assert m is not None
+        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx.request_id)
+
+    def keywords(self, messages: Messages, steps: int = 5) -> list[str]:
+        """What the session is about: its task and its latest messages (never the system prompt)."""
+        rest = [msg for msg in messages if msg.get("role") != "system"]
+        texts = [first_user_text(messages) or "", *(text_of(msg) for msg in rest[-steps:])]
+        return self.sources.keywords(texts)
+
+    def build(self, messages: Messages, ctx: RequestContext, memory: Memory, ws: Any, archive: int,
+              compact: str = "") -> dict[str, Any]:
+        """The stable part, as the session keeps it: its text, each section's text, and what memory held (for the delta)."""
+        o = self.options
+        words = terms(self.keywords(messages))
+        chosen = relevant_anchors(memory.anchors, words, o.anchors_max)
+        rules, _ = self.sources.rules(ws, ctx.request_id)
+        rules = cut(rules, o.rules_chars)[0] if rules else ""
+        sections = [Section("notebook", memory.notebook), Section("anchors", anchors_text(chosen, o.anchors_chars)),
+                    Section("rules", rules), Section("compact", compact)]
+        task = ""
+        if o.mode == "full":
+            task = ctx.task or first_user_text(messages) or ""
+            text = full_system(task, "", sections)  # the core template is placed with the client's system prompt each request
+        else:
+            text = block(sections)
+        return {"archive": archive, "mode": o.mode, "text": text, "task": task,
+                "sections": {s.name: s.text for s in sections if s.text.strip()},
+                "notebook": memory.notebook_lines, "anchors": memory.active}
+
+    def trailing(self, messages: Messages, ctx: RequestContext, record: Mapping[str, Any], memory: Memory, ws: Any) -> dict[str, str]:
+        """This request's sections: metadata, retrieved cards, the memory delta (each empty when it has nothing)."""
+        m = ctx.measurement
+        assert m is not None
+        o, out = self.options, {}
+        if o.metadata or o.mode == "full":
+            root = str(ws.workspace_root) if ws is not None and ws.workspace_root is not None else None
+            out["metadata"] = Metadata(now_with_zone(), root, m.session.agent_id, ctx.parent_id or m.session.parent_id, ctx.model,
+                                       m.usage, m.window.tokens, m.tier.value).text()
+        if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
+            found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx.request_id)
+            out["cards"] = cut("\n\n".join(c.render(ws.max_card_chars) for c in found), o.cards_chars)[0] if found else ""
+        if memory is not NO_MEMORY:
+            out["delta"] = delta(record.get("notebook", ()), memory.notebook_lines, record.get("anchors", ()), memory.anchors, o.delta_chars)
+        return out
+
+
+class LayoutStep:
+    """After the long-context steps: the stable part placed in the system part (rebuilt with the session's compact form
+    and the yellow-light reminder when this request archived), the per-request block on the newest user or tool
+    message; the stable part kept with the session's decisions when built; each section's tokens reported."""
+
+    name = "layout"
+
+    def __init__(self, plan: LayoutPlanStep) -> None:
+        self.plan = plan
+        self.options = plan.options
+
+    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
+        state, m, outcome = ctx.layout, ctx.measurement, ctx.pruning
+        if state is None or m is None or m.count_text is None:
+            return messages
+        mem = ctx.longctx
+        if mem is not None and mem.archived is not None:  # the prefix is lost anyway: rebuilt, with the compact form
+            state.record, state.built = self._after_archive(messages, ctx, int(mem.archived.record["number"])), True
+            count = m.count_text
+            state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.record["sections"].items()})
+        out, positions, added = messages, (mem.positions if mem is not None else None), 0
+        text = state.record.get("text") or ""
+        count = m.count_text
+        if text:
+            replace = None
+            if self.options.mode == "full" and ctx.wire != "anthropic":  # Anthropic's system blocks are never rewritten
+                replace = self._full(messages, state.record)
+            out, positions = with_system(out, positions, text, replace)
+            added = (count(replace) - count(system_text(messages)) if replace is not None else count(text)) + GAP_TOKENS
+        blk = trailing_block(state.trailing)
+        at = newest_input(out)
+        if blk and at is not None:
+            out = with_block(out, at, blk)
+            added += count(blk) + GAP_TOKENS
+        if out is not messages:  # where each message came from, for the dialects that rebuild native messages
+            state.positions = tuple(positions) if positions is not None else tuple(range(len(out)))
+        self._account(ctx, state, added)
+        return out
+
+    def _after_archive(self, messages: Messages, ctx: RequestContext, number: int) -> dict[str, Any]:
+        m, keeper, outcome = ctx.measurement, ctx.keeper, ctx.pruning
+        assert m is not None
+        compact = ""
+        if self.options.reminder:
+            form = ""
+            if keeper is not None:
+                try:
+                    form = compact_form(keeper.state(m.session.agent_id, m.session.session_id))
+                except Exception:  # noqa: BLE001 - fail open: the reminder alone
+                    self.plan.sources._failed("compact_form", ctx.request_id)
+            usage = float(outcome.report.get("usage_after", m.usage)) if outcome is not None else m.usage
+            chinese = is_chinese(first_user_text(messages))
+            compact = "\n\n".join(p for p in (form.strip(), reminder(usage, chinese)) if p)
+        memory = self.plan._memory(ctx)
+        ws = self.plan.sources.workspace(m.session.agent_id, ctx.request_id)
+        return self.plan.build(messages, ctx, memory, ws, number, compact)
+
+    def _full(self, messages: Messages, record: Mapping[str, Any]) -> str:
+        """``full``: the system message rebuilt (task, core template around the client's system prompt, the rest)."""
+        client = system_text(messages)
+        sections = [Section(name, text) for name, text in record.get("sections", {}).items()]
+        return full_system(record.get("task", ""), core(self.options.core_template, client), sections)
+
+    def _account(self, ctx: RequestContext, state: LayoutState, added: int) -> None:
+        """The sections' tokens: reported per section, and what was planned before pruning made good."""
+        m, outcome = ctx.measurement, ctx.pruning
+        assert m is not None
+        if outcome is None:
+            return
+        if state.built and ctx.mode == "on":
+            outcome.decisions[LAYOUT] = state.record  # type: ignore[index]
+        if added != state.planned:
+            outcome.raw_tokens_after += added - state.planned
+            outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
+        if added or state.built:
+            shown = {**state.record.get("sections", {}), **{k: v for k, v in state.trailing.items() if v}}
+            outcome.report["layout"] = {"mode": self.options.mode, "built": state.built, "tokens": added,
+                                        "sections": {name: n for name, n in state.tokens.items() if name in shown}}
+
+
+def layout_steps(options: LayoutOptions, config: Config | None) -> tuple[LayoutPlanStep, LayoutStep]:
+    plan = LayoutPlanStep(options, config)
+    return plan, LayoutStep(plan)
+
+
+def tokens_planned(ctx: RequestContext) -> int:
+    """What the layout adds to this request, as planned before pruning (0 without a layout)."""
+    state = ctx.layout
+    return state.planned if state is not None else 0
+
