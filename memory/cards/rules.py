@@ -81,18 +81,18 @@ def _mtime(path: Path) -> int | None:
         return None
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    """(mtime, size); (-1, -1) for a file that cannot be looked at (a dangling link: it counts as changed once it resolves)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
 def _unchanged(cached: _Cached) -> bool:
-    for folder, mtime in cached.folders.items():
-        if _mtime(folder) != mtime:
-            return False
-    for path, stamp in cached.files.items():
-        try:
-            st = path.stat()
-        except OSError:
-            return False
-        if (st.st_mtime_ns, st.st_size) != stamp:
-            return False
-    return True
+    return (all(_mtime(folder) == mtime for folder, mtime in cached.folders.items())
+            and all(_stamp(path) == stamp for path, stamp in cached.files.items()))
 
 
 def _walk(root: Path, names: Sequence[str]) -> tuple[dict[Path, int], list[tuple[int, Path]], list[str]]:
@@ -116,7 +116,7 @@ def _walk(root: Path, names: Sequence[str]) -> tuple[dict[Path, int], list[tuple
                 continue
             for entry in entries:
                 try:
-                    if entry.name in wanted and entry.is_file():
+                    if entry.name in wanted and (entry.is_file() or entry.is_symlink()):
                         found.append((depth, Path(entry.path)))
                     elif (entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
                           and entry.name not in SKIPPED and depth < MAX_DEPTH):
@@ -137,10 +137,9 @@ def _read(root: Path, names: Sequence[str], max_chars: int) -> _Cached:
     parts: list[str] = []
     read: list[Path] = []
     for _, path in found:
+        files[path] = stamp = _stamp(path)
         try:
-            st = path.stat()
-            files[path] = (st.st_mtime_ns, st.st_size)
-            if st.st_size > MAX_FILE_BYTES:
+            if stamp[1] > MAX_FILE_BYTES:
                 raise OSError(f"over {MAX_FILE_BYTES} bytes")
             text = path.read_text(encoding="utf-8", errors="replace").strip()
         except OSError as exc:

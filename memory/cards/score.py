@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from memory.cards.card import Card
 from memory.cards.keywords import parts_of
 
-TITLE = 3.0
-TAG = 3.0
+TITLE = 4.0
+TAG = 4.0
 BODY = 1.0
-BODY_HITS = 3
+BODY_HITS = 2
 """A keyword's occurrences in a body count up to this many times."""
 PART = 0.5
 """A word taken from inside a compound keyword weighs this share of the keyword itself."""
