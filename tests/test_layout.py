@@ -20,6 +20,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "strategies": ("proxy", "memory", "config", "summaries"),
     "memory.anchors": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook"),
     "memory.notebook": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized"),
+    "memory.cards": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook", "memory.anchors",
+                     "memory.forms"),
     "memory.forms": ("proxy", "summaries", "memory.sessions", "memory.serialized"),
     "memory.store": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.sweep"),
     "memory": ("proxy", "strategies", "summaries"),

@@ -32,12 +32,8 @@ class LayoutOptions:
     session's task and latest messages, most shared first."""
     anchors_chars: int = 2000
     """Most characters of the anchors in the stable part (constraints first)."""
-    rules_chars: int = 6000
-    """Most characters of the project rules (AGENTS.md) in the stable part; more is cut with a note."""
     delta_chars: int = 600
     """Most characters of the delta (memory changed since the stable part was built) in the per-request block."""
-    cards_chars: int = 3000
-    """Most characters of the knowledge cards in the per-request block."""
     reminder: bool = True
     """After an archive, the stable part carries the session's compact form and the seed's yellow-light reminder that
     the context has room again (so the model does not rush to wrap up)."""
@@ -45,6 +41,6 @@ class LayoutOptions:
     def check(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        budgets = (self.notebook_chars, self.anchors_chars, self.rules_chars, self.delta_chars, self.cards_chars)
+        budgets = (self.notebook_chars, self.anchors_chars, self.delta_chars)
         if self.anchors_max < 0 or any(n < 0 for n in budgets):
             raise ValueError("anchors_max and the *_chars budgets must be >= 0")

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from memory.anchors.anchor import Anchor
+from memory.cards.card import Card
+from memory.cards.keywords import keywords_from
+from memory.cards.workspace import AgentWorkspace, Shelf, for_agent
 from memory.notebook.render import injected
-from proxy.layout.sections import terms
 
 if TYPE_CHECKING:
     from config.schema import Config
@@ -46,7 +48,7 @@ class Sources:
     def __init__(self, config: Config | None) -> None:
         self.config = config
         self.failures: Counter[str] = Counter()
-        self._shelf: Any = None
+        self.shelf = Shelf(config.cards.recheck_seconds if config is not None else 0.0)
 
     def _failed(self, what: str, request_id: str) -> None:
         self.failures[what] += 1
@@ -62,49 +64,37 @@ class Sources:
             self._failed("memory", request_id)
             return NO_MEMORY
 
-    def workspace(self, agent_id: str, request_id: str) -> Any:
-        """The agent's workspace (root, card folders, rule files), or None without the cards room or on failure."""
-        if self.config is None or not hasattr(self.config, "cards"):
+    def workspace(self, agent_id: str, request_id: str) -> AgentWorkspace | None:
+        """The agent's workspace (root, card folders, rule files; its own settings over the shared ones), None on failure."""
+        if self.config is None:
             return None
         try:
-            from memory.cards.workspace import for_agent
             return for_agent(self.config, agent_id)
         except Exception:  # noqa: BLE001 - fail open: no rules and no cards this request
             self._failed("workspace", request_id)
             return None
 
-    def shelf(self) -> Any:
-        if self._shelf is None:
-            from memory.cards.workspace import Shelf
-            self._shelf = Shelf(getattr(getattr(self.config, "cards", None), "recheck_seconds", 0.0))
-        return self._shelf
-
-    def rules(self, ws: Any, request_id: str) -> tuple[str, bool]:
-        """The project rules under the agent's workspace root (empty without one) and whether they were cut."""
+    def rules(self, ws: AgentWorkspace | None, request_id: str) -> str:
+        """The project rules under the agent's workspace root (empty without one; cut with a note past its budget)."""
         if ws is None or ws.workspace_root is None:
-            return "", False
+            return ""
         try:
-            rules = self.shelf().rules(ws)
-            return rules.text, bool(rules.cut)
+            return self.shelf.rules(ws).text  # a file it could not read is named in a warning once, by the cards room
         except Exception:  # noqa: BLE001 - fail open: an unreadable AGENTS.md leaves the rules out
             self._failed("rules", request_id)
-            return "", False
+            return ""
 
-    def cards(self, ws: Any, keywords: Sequence[str], request_id: str) -> list[Any]:
+    def cards(self, ws: AgentWorkspace | None, keywords: Sequence[str], request_id: str) -> list[Card]:
+        """The agent's most relevant cards (a malformed one is skipped by the index, with a warning naming it)."""
         if ws is None or not keywords:
             return []
         try:
-            return list(self.shelf().search(ws, keywords))
+            return self.shelf.search(ws, keywords)
         except Exception:  # noqa: BLE001 - fail open: a broken card folder leaves the cards out
             self._failed("cards", request_id)
             return []
 
-    def keywords(self, texts: Iterable[str]) -> list[str]:
-        """Seed 003's heuristic keywords (CamelCase, snake_case, acronyms, quoted strings) when the cards room is
-        there, else plain words."""
-        texts = list(texts)
-        try:
-            from memory.cards.keywords import keywords_from
-            return list(keywords_from(texts))
-        except ImportError:
-            return sorted(terms(texts))
+    @staticmethod
+    def keywords(texts: Iterable[str]) -> list[str]:
+        """Seed 003's heuristic keywords: CamelCase and snake_case identifiers, code identifiers, acronyms, quoted strings."""
+        return keywords_from(texts)

@@ -91,8 +91,7 @@ class LayoutPlanStep:
         o = self.options
         words = terms(self.keywords(messages))
         chosen = relevant_anchors(memory.anchors, words, o.anchors_max)
-        rules, _ = self.sources.rules(ws, ctx.request_id)
-        rules = cut(rules, o.rules_chars)[0] if rules else ""
+        rules = self.sources.rules(ws, ctx.request_id)
         sections = [Section("notebook", memory.notebook), Section("anchors", anchors_text(chosen, o.anchors_chars)),
                     Section("rules", rules), Section("compact", compact)]
         task = ""
@@ -116,7 +115,7 @@ class LayoutPlanStep:
                                        m.usage, m.window.tokens, m.tier.value).text()
         if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
             found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx.request_id)
-            out["cards"] = cut("\n\n".join(c.render(ws.max_card_chars) for c in found), o.cards_chars)[0] if found else ""
+            out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
         if memory is not NO_MEMORY:
             out["delta"] = delta(record.get("notebook", ()), memory.notebook_lines, record.get("anchors", ()), memory.anchors, o.delta_chars)
         return out
