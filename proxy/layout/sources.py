@@ -39,6 +39,9 @@ class Memory:
 
 
 NO_MEMORY = Memory("", ())
+UNINJECTED = ("ruyi", "proposed")
+"""Notebook entries the layout leaves out: Ruyi's own dynamic-pool lines (one per prune batch and archive) and proposals
+no person accepted yet; they are in the API and ``ruyi memo``, and a prompt changes only with what a person or agent kept."""
 
 
 class Sources:
@@ -58,7 +61,7 @@ class Sources:
         if keeper is None:
             return NO_MEMORY
         try:
-            body = keeper.notebook.current(agent_id).body
+            body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in keeper.notebook.current(agent_id).body.items()}
             return Memory(injected(body, notebook_chars) if notebook_chars else "", tuple(keeper.anchors.list(agent_id)))
         except Exception:  # noqa: BLE001 - fail open: no memory sections this request
             self._failed("memory", request_id)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 Messages = list[dict[str, Any]]
 LAYOUT = "layout"
 """The session-wide decision that holds the stable part in force (memory/sessions.py: inherited whole by a branch)."""
+COMPACT_ROOM = 1000
+"""The compact form and reminder go in after an archive only when the archived request leaves at least this much room
+(never after the upstream said too long)."""
 GAP_TOKENS = 2
 """What joining a section to the content it follows adds, beside the section's own tokens."""
 
@@ -116,8 +119,12 @@ class LayoutPlanStep:
         if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
             found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx.request_id)
             out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
-        if memory is not NO_MEMORY:
-            out["delta"] = delta(record.get("notebook", ()), memory.notebook_lines, record.get("anchors", ()), memory.anchors, o.delta_chars)
+        if memory is not NO_MEMORY:  # new anchors as the stable part chooses them: constraints, and those the session is about
+            known = set(record.get("anchors", ()))
+            new = [a for a in memory.anchors if a.anchor_id not in known]
+            shown = {a.anchor_id for a in relevant_anchors(new, terms(self.keywords(messages)), o.anchors_max)} if new else set()
+            anchors = [a for a in memory.anchors if a.anchor_id in known or a.anchor_id in shown]
+            out["delta"] = delta(record.get("notebook", ()), memory.notebook_lines, record.get("anchors", ()), anchors, o.delta_chars)
         return out
 
 
@@ -164,7 +171,8 @@ class LayoutStep:
         m, keeper, outcome = ctx.measurement, ctx.keeper, ctx.pruning
         assert m is not None
         compact = ""
-        if self.options.reminder:
+        room = m.budget.usable - (outcome.tokens_after if outcome is not None else m.tokens)
+        if self.options.reminder and not (ctx.longctx is not None and ctx.longctx.overflow) and room > COMPACT_ROOM:
             form = ""
             if keeper is not None:
                 try:
@@ -190,12 +198,14 @@ class LayoutStep:
         assert m is not None
         if outcome is None:
             return
-        if state.built and ctx.mode == "on":
+        record = state.record
+        if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
+            # kept when it holds something (or memory did): a session without one had an empty stable part and memory
             outcome.decisions[LAYOUT] = state.record  # type: ignore[index]
         if added != state.planned:
             outcome.raw_tokens_after += added - state.planned
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-        if added or state.built:
+        if added:
             shown = {**state.record.get("sections", {}), **{k: v for k, v in state.trailing.items() if v}}
             outcome.report["layout"] = {"mode": self.options.mode, "built": state.built, "tokens": added,
                                         "sections": {name: n for name, n in state.tokens.items() if name in shown}}
