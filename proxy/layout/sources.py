@@ -17,6 +17,7 @@ from memory.notebook.render import injected
 
 if TYPE_CHECKING:
     from config.schema import Config
+    from proxy.context import RequestContext
     from proxy.keep.keeper import Keeper
 
 log = structlog.get_logger(__name__)
@@ -53,48 +54,50 @@ class Sources:
         self.failures: Counter[str] = Counter()
         self.shelf = Shelf(config.cards.recheck_seconds if config is not None else 0.0)
 
-    def _failed(self, what: str, request_id: str) -> None:
+    def _failed(self, what: str, ctx: RequestContext) -> None:
+        """Counted here, named in the request's access event (``failed_steps``) and warned."""
         self.failures[what] += 1
-        log.warning("layout_source_failed", source=what, request_id=request_id, exc_info=True)
+        ctx.facts.setdefault("failed_steps", []).append(f"layout_{what}")
+        log.warning("layout_source_failed", source=what, request_id=ctx.request_id, exc_info=True)
 
-    def memory(self, keeper: Keeper | None, agent_id: str, notebook_chars: int, request_id: str) -> Memory:
+    def memory(self, keeper: Keeper | None, agent_id: str, notebook_chars: int, ctx: RequestContext) -> Memory:
         if keeper is None:
             return NO_MEMORY
         try:
             body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in keeper.notebook.current(agent_id).body.items()}
             return Memory(injected(body, notebook_chars) if notebook_chars else "", tuple(keeper.anchors.list(agent_id)))
         except Exception:  # noqa: BLE001 - fail open: no memory sections this request
-            self._failed("memory", request_id)
+            self._failed("memory", ctx)
             return NO_MEMORY
 
-    def workspace(self, agent_id: str, request_id: str) -> AgentWorkspace | None:
+    def workspace(self, agent_id: str, ctx: RequestContext) -> AgentWorkspace | None:
         """The agent's workspace (root, card folders, rule files; its own settings over the shared ones), None on failure."""
         if self.config is None:
             return None
         try:
             return for_agent(self.config, agent_id)
         except Exception:  # noqa: BLE001 - fail open: no rules and no cards this request
-            self._failed("workspace", request_id)
+            self._failed("workspace", ctx)
             return None
 
-    def rules(self, ws: AgentWorkspace | None, request_id: str) -> str:
+    def rules(self, ws: AgentWorkspace | None, ctx: RequestContext) -> str:
         """The project rules under the agent's workspace root (empty without one; cut with a note past its budget)."""
         if ws is None or ws.workspace_root is None:
             return ""
         try:
             return self.shelf.rules(ws).text  # a file it could not read is named in a warning once, by the cards room
         except Exception:  # noqa: BLE001 - fail open: an unreadable AGENTS.md leaves the rules out
-            self._failed("rules", request_id)
+            self._failed("rules", ctx)
             return ""
 
-    def cards(self, ws: AgentWorkspace | None, keywords: Sequence[str], request_id: str) -> list[Card]:
+    def cards(self, ws: AgentWorkspace | None, keywords: Sequence[str], ctx: RequestContext) -> list[Card]:
         """The agent's most relevant cards (a malformed one is skipped by the index, with a warning naming it)."""
         if ws is None or not keywords:
             return []
         try:
             return self.shelf.search(ws, keywords)
         except Exception:  # noqa: BLE001 - fail open: a broken card folder leaves the cards out
-            self._failed("cards", request_id)
+            self._failed("cards", ctx)
             return []
 
     @staticmethod

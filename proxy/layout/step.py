@@ -63,7 +63,7 @@ class LayoutPlanStep:
         record = m.session.decisions.get(LAYOUT)
         if not isinstance(record, Mapping):
             record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
-        ws = self.sources.workspace(m.session.agent_id, ctx.request_id)
+        ws = self.sources.workspace(m.session.agent_id, ctx)
         memory = self._memory(ctx)
         built = record is None or int(record.get("archive", 0)) != archive
         if built:
@@ -80,7 +80,7 @@ class LayoutPlanStep:
     def _memory(self, ctx: RequestContext) -> Memory:
         m = ctx.measurement
         assert m is not None
-        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx.request_id)
+        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx)
 
     def keywords(self, messages: Messages, steps: int = 5) -> list[str]:
         """What the session is about: its task and its latest messages (never the system prompt)."""
@@ -94,7 +94,7 @@ class LayoutPlanStep:
         o = self.options
         words = terms(self.keywords(messages))
         chosen = relevant_anchors(memory.anchors, words, o.anchors_max)
-        rules = self.sources.rules(ws, ctx.request_id)
+        rules = self.sources.rules(ws, ctx)
         sections = [Section("notebook", memory.notebook), Section("anchors", anchors_text(chosen, o.anchors_chars)),
                     Section("rules", rules), Section("compact", compact)]
         task = ""
@@ -117,7 +117,7 @@ class LayoutPlanStep:
             out["metadata"] = Metadata(now_with_zone(), root, m.session.agent_id, ctx.parent_id or m.session.parent_id, ctx.model,
                                        m.usage, m.window.tokens, m.tier.value).text()
         if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
-            found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx.request_id)
+            found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx)
             out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
         if memory is not NO_MEMORY:  # new anchors as the stable part chooses them: constraints, and those the session is about
             known = set(record.get("anchors", ()))
@@ -178,12 +178,12 @@ class LayoutStep:
                 try:
                     form = compact_form(keeper.state(m.session.agent_id, m.session.session_id))
                 except Exception:  # noqa: BLE001 - fail open: the reminder alone
-                    self.plan.sources._failed("compact_form", ctx.request_id)
+                    self.plan.sources._failed("compact_form", ctx)
             usage = float(outcome.report.get("usage_after", m.usage)) if outcome is not None else m.usage
             chinese = is_chinese(first_user_text(messages))
             compact = "\n\n".join(p for p in (form.strip(), reminder(usage, chinese)) if p)
         memory = self.plan._memory(ctx)
-        ws = self.plan.sources.workspace(m.session.agent_id, ctx.request_id)
+        ws = self.plan.sources.workspace(m.session.agent_id, ctx)
         return self.plan.build(messages, ctx, memory, ws, number, compact)
 
     def _full(self, messages: Messages, record: Mapping[str, Any]) -> str:
