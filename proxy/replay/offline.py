@@ -30,8 +30,11 @@ class OfflineRuyi:
     Background work (summaries prepared ahead of need) that a real session would have finished between two
     requests is finished before the next one."""
 
-    def __init__(self, config: Config, model: str, window: int | None = None, counter: TokenCounter | None = None) -> None:
+    def __init__(self, config: Config, model: str, window: int | None = None, counter: TokenCounter | None = None,
+                 keeper: Any = None) -> None:
         self.config = config
+        self.keeper = keeper
+        """The agent's memory (proxy.keep.keeper.Keeper) the layout reads, agent ``offline``; None: no notebook or anchors."""
         self.model = model
         self.window = window or window_for(model, config.window).tokens
         self.counter = counter or TokenCounter(config.tokens)
@@ -52,6 +55,12 @@ class OfflineRuyi:
         calls, summarizer.calls = summarizer.calls, []
         return [(n, 0) for n in calls]
 
+    def layout_sections(self) -> dict[str, int]:
+        """The tokens each layout section added to the last request (empty: none)."""
+        outcome = self.contexts[0].pruning if self.contexts else None
+        layout = outcome.report.get("layout") if outcome is not None else None
+        return dict(layout["sections"]) if isinstance(layout, dict) else {}
+
     @property
     def pruner(self) -> Any:
         return next(step.pruner for step in self.pipeline.steps if hasattr(step, "pruner"))
@@ -65,7 +74,7 @@ class OfflineRuyi:
         m = Measurement(session, resolution.how, resolution.new_messages, chain.links, resolution.shared, prompt.total,
                         prompt.total, Window(self.window, "config"), budget, tier_for(budget.usage(prompt.total), self.config.tiers, self.config.archive.enabled),
                         None, self.counter.text_counter(self.model), prompt.messages)
-        ctx = RequestContext("offline", "openai", model=self.model)
+        ctx = RequestContext("offline", "openai", model=self.model, agent_id="offline", keeper=self.keeper)
         target = summarizer.target(self.model, None, None, None) if (summarizer := self.longctx.summarizer) is not None else None
         ctx.measurement, ctx.longctx = m, RequestMemory(self.longctx, messages, target=target)
         out = self.pipeline.run(messages, ctx)

@@ -97,3 +97,20 @@ async def test_off_adds_nothing_even_with_memory(make_proxy: MakeProxy, fake: Fa
     await remember(proxy)
     await chat(proxy, conversation(0))
     assert fake.last().json["messages"] == conversation(0)
+
+
+async def test_each_sections_tokens_are_reported_per_request(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(layout={"metadata": True})
+    await remember(proxy)
+    resp = await chat(proxy, conversation(0))
+    session = resp.headers["X-Ruyi-Session"]
+    before, after = int(resp.headers["X-Ruyi-Tokens-Before"]), int(resp.headers["X-Ruyi-Tokens-After"])
+    async with aiohttp.ClientSession() as http:
+        status, body = await call(http, "GET", base_url(proxy) + f"/ruyi/v1/sessions/{session}/report", agent="a")
+        assert status == 200
+        layout = body["reports"][-1]["layout"]
+        assert layout["built"] is True and set(layout["sections"]) == {"notebook", "anchors", "metadata"}
+        assert all(n > 0 for n in layout["sections"].values()) and after - before == layout["tokens"]  # the window counts them
+        assert body["summary"]["layout"] == layout["sections"]
+        status, text = await call(http, "GET", base_url(proxy) + f"/ruyi/v1/sessions/{session}/report?format=markdown", agent="a")
+        assert "### Added by the layout (append; stable part built)" in text and "| notebook | ~" in text
