@@ -39,6 +39,10 @@ def cached_prefix(previous: Sequence[str] | None, current: Sequence[str], counts
     return n
 
 
+APPENDED = "\n\n<ruyi-"
+"""What follows a message's own text when Ruyi appended a block to it."""
+
+
 def needle_indices(messages: Sequence[Message], archived: bool = False) -> list[int]:
     """System and user messages, and everything from the start of the last 4 turns; once a session is archived,
     of the user messages only the first (the task)."""
@@ -65,9 +69,11 @@ def needles_kept(original: Sequence[Message], canon: Sequence[str], rewritten: S
             available[canon[i]] -= 1
             kept += 1
             continue
-        text = _text(original[i])
-        if original[i].get("role") == "system" and text:
+        text, role = _text(original[i]), original[i].get("role")
+        if role == "system" and text:
             kept += any(m.get("role") == "system" and text in (_text(m) or "") for m in rewritten)
+        elif text:  # verbatim, with a block of Ruyi's appended for this request (recall, the layout's)
+            kept += any(m.get("role") == role and (_text(m) or "").startswith(text + APPENDED) for m in rewritten)
     return len(indices), kept
 
 
