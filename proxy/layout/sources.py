@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,12 +90,15 @@ class Sources:
             self._failed("rules", ctx)
             return ""
 
-    def cards(self, ws: AgentWorkspace | None, keywords: Sequence[str], ctx: RequestContext) -> list[Card]:
-        """The agent's most relevant cards (a malformed one is skipped by the index, with a warning naming it)."""
-        if ws is None or not keywords:
+    def cards(self, ws: AgentWorkspace | None, keywords: Callable[[], Sequence[str]], ctx: RequestContext) -> list[Card]:
+        """The agent's most relevant cards (a malformed one is skipped by the index, with a warning naming it); the
+        keywords are worked out only when the agent has cards."""
+        if ws is None:
             return []
         try:
-            return self.shelf.search(ws, keywords)
+            if not self.shelf.cards(ws).cards():
+                return []
+            return self.shelf.search(ws, keywords())
         except Exception:  # noqa: BLE001 - fail open: a broken card folder leaves the cards out
             self._failed("cards", ctx)
             return []

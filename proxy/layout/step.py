@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,9 +66,10 @@ class LayoutPlanStep:
         ws = self.sources.workspace(m.session.agent_id, ctx)
         memory = self._memory(ctx)
         built = record is None or int(record.get("archive", 0)) != archive
+        words = self.keywords(messages, ws)
         if built:
-            record = self.build(messages, ctx, memory, ws, archive)
-        state = LayoutState(dict(record), built, self.trailing(messages, ctx, record, memory, ws))
+            record = self.build(messages, ctx, memory, ws, archive, words)
+        state = LayoutState(dict(record), built, self.trailing(ctx, record, memory, ws, words))
         count = m.count_text
         state.tokens = {name: count(text) + GAP_TOKENS for name, text in record.get("sections", {}).items()}
         blk = trailing_block(state.trailing)
@@ -82,18 +83,24 @@ class LayoutPlanStep:
         assert m is not None
         return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx)
 
-    def keywords(self, messages: Messages, steps: int = 5) -> list[str]:
-        """What the session is about: its task and its latest messages (never the system prompt)."""
-        rest = [msg for msg in messages if msg.get("role") != "system"]
-        texts = [first_user_text(messages) or "", *(text_of(msg) for msg in rest[-steps:])]
-        return self.sources.keywords(texts)
+    def keywords(self, messages: Messages, ws: Any) -> Callable[[], list[str]]:
+        """What the session is about: its task and its latest ``cards.context_window_steps`` messages (never the system
+        prompt; each text's head and tail only), worked out at most once, when first asked for."""
+        found: list[list[str]] = []
+
+        def words() -> list[str]:
+            if not found:
+                rest = [msg for msg in messages if msg.get("role") != "system"][-(ws.context_window_steps if ws is not None else 5):]
+                found.append(self.sources.keywords([_ends(first_user_text(messages) or ""), *(_ends(text_of(msg)) for msg in rest)]))
+            return found[0]
+
+        return words
 
     def build(self, messages: Messages, ctx: RequestContext, memory: Memory, ws: Any, archive: int,
-              compact: str = "") -> dict[str, Any]:
+              words: Callable[[], list[str]], compact: str = "") -> dict[str, Any]:
         """The stable part, as the session keeps it: its text, each section's text, and what memory held (for the delta)."""
         o = self.options
-        words = terms(self.keywords(messages))
-        chosen = relevant_anchors(memory.anchors, words, o.anchors_max)
+        chosen = relevant_anchors(memory.anchors, terms(words()) if memory.anchors else set(), o.anchors_max)
         rules = self.sources.rules(ws, ctx)
         sections = [Section("notebook", memory.notebook), Section("anchors", anchors_text(chosen, o.anchors_chars)),
                     Section("rules", rules), Section("compact", compact)]
@@ -107,7 +114,8 @@ class LayoutPlanStep:
                 "sections": {s.name: s.text for s in sections if s.text.strip()},
                 "notebook": memory.notebook_lines, "anchors": memory.active}
 
-    def trailing(self, messages: Messages, ctx: RequestContext, record: Mapping[str, Any], memory: Memory, ws: Any) -> dict[str, str]:
+    def trailing(self, ctx: RequestContext, record: Mapping[str, Any], memory: Memory, ws: Any,
+                 words: Callable[[], list[str]]) -> dict[str, str]:
         """This request's sections: metadata, retrieved cards, the memory delta (each empty when it has nothing)."""
         m = ctx.measurement
         assert m is not None
@@ -117,12 +125,12 @@ class LayoutPlanStep:
             out["metadata"] = Metadata(now_with_zone(), root, m.session.agent_id, ctx.parent_id or m.session.parent_id, ctx.model,
                                        m.usage, m.window.tokens, m.tier.value).text()
         if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
-            found = self.sources.cards(ws, self.keywords(messages, ws.context_window_steps), ctx)
+            found = self.sources.cards(ws, words, ctx)
             out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
         if memory is not NO_MEMORY:  # new anchors as the stable part chooses them: constraints, and those the session is about
             known = set(record.get("anchors", ()))
             new = [a for a in memory.anchors if a.anchor_id not in known]
-            shown = {a.anchor_id for a in relevant_anchors(new, terms(self.keywords(messages)), o.anchors_max)} if new else set()
+            shown = {a.anchor_id for a in relevant_anchors(new, terms(words()), o.anchors_max)} if new else set()
             anchors = [a for a in memory.anchors if a.anchor_id in known or a.anchor_id in shown]
             out["delta"] = delta(record.get("notebook", ()), memory.notebook_lines, record.get("anchors", ()), anchors, o.delta_chars)
         return out
@@ -184,7 +192,7 @@ class LayoutStep:
             compact = "\n\n".join(p for p in (form.strip(), reminder(usage, chinese)) if p)
         memory = self.plan._memory(ctx)
         ws = self.plan.sources.workspace(m.session.agent_id, ctx)
-        return self.plan.build(messages, ctx, memory, ws, number, compact)
+        return self.plan.build(messages, ctx, memory, ws, number, self.plan.keywords(messages, ws), compact)
 
     def _full(self, messages: Messages, record: Mapping[str, Any]) -> str:
         """``full``: the system message rebuilt (task, core template around the client's system prompt, the rest)."""
@@ -209,6 +217,14 @@ class LayoutStep:
             shown = {**state.record.get("sections", {}), **{k: v for k, v in state.trailing.items() if v}}
             outcome.report["layout"] = {"mode": self.options.mode, "built": state.built, "tokens": added,
                                         "sections": {name: n for name, n in state.tokens.items() if name in shown}}
+
+
+KEYWORD_CHARS = 4000
+"""Keywords come from the first and the last this many characters of each text (a tool output may be megabytes)."""
+
+
+def _ends(text: str) -> str:
+    return text if len(text) <= 2 * KEYWORD_CHARS else text[:KEYWORD_CHARS] + "\n" + text[-KEYWORD_CHARS:]
 
 
 def layout_steps(options: LayoutOptions, config: Config | None) -> tuple[LayoutPlanStep, LayoutStep]:
