@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(markdown_table(window, rows) + "\n")
                 for name, result in rows.items():
                     added = sections(result)
-                    print(f"- {name}: cache hit {100 * (result.totals.cache_hit_rate - off):+.2f} points vs off; tokens added "
-                          + (", ".join(f"{k} {v:,}" for k, v in added.items()) or "none"))
+                    carded = sum(1 for row in result.rows if row.layout.get("cards"))
+                    print(f"- {name}: cache hit {100 * (result.totals.cache_hit_rate - off):+.2f} points vs off; requests with cards "
+                          f"{carded} of {len(result.rows)}; tokens added " + (", ".join(f"{k} {v:,}" for k, v in added.items()) or "none"))
                 print()
     if args.json:
         print(json.dumps(report, indent=1))

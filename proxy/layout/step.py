@@ -124,7 +124,7 @@ class LayoutPlanStep:
             root = str(ws.workspace_root) if ws is not None and ws.workspace_root is not None else None
             out["metadata"] = Metadata(now_with_zone(), root, m.session.agent_id, ctx.parent_id or m.session.parent_id, ctx.model,
                                        m.usage, m.window.tokens, m.tier.value).text()
-        if ws is not None and m.session.requests % max(1, ws.trigger_interval) == 0:
+        if ws is not None and (m.session.requests - 1) % max(1, ws.trigger_interval) == 0:  # the first request, then every n-th
             found = self.sources.cards(ws, words, ctx)
             out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
         if memory is not NO_MEMORY:  # new anchors as the stable part chooses them: constraints, and those the session is about
