@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -63,11 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--agent", metavar="A", required=True, help="the agent id (as /ruyi/v1/sessions shows it)")
     forget.add_argument("--session", metavar="S", help="only this session of the agent")
     forget.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    from proxy.keep.cards_command import add_parsers as add_cards_parsers
     from proxy.keep.command import add_parsers as add_memory_parsers
     from proxy.longctx.command import add_parsers
 
     add_parsers(sub)
     add_memory_parsers(sub)
+    add_cards_parsers(sub)
     return parser
 
 
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
             from proxy.keep.command import run
 
             return run(args)
+        if args.command == "cards":
+            from proxy.keep.cards_command import run as run_cards
+
+            return run_cards(args)
         if args.command in ("session", "archive"):
             from proxy.longctx.command import run
 

@@ -18,6 +18,7 @@ RENDER_CHARS = 2000
 """What one card's injected text holds at most by default."""
 _FENCE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _SLUG = re.compile(r"[^\w\-]+", re.U)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CardError(ValueError):
@@ -78,7 +79,7 @@ def parse_card(text: str, path: Path, scope: str = "project") -> Card:
     if match is None:
         raise CardError("no YAML front matter (a card starts with a line '---', its fields, and a line '---')")
     try:
-        meta = yaml.safe_load(match.group(1))
+        meta = yaml.load(match.group(1), Loader=_LOADER)  # noqa: S506 - a safe loader, libyaml's when there is one
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CardError(f"front matter is not valid YAML ({getattr(exc, 'problem', None) or exc}"

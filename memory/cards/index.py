@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
 
 from memory.cards.card import Card, CardError, read_card
-from memory.cards.score import Indexed, indexed, score, terms
+from memory.cards.score import BODY, BODY_HITS, TAG, TITLE, Indexed, Term, indexed, terms
 
 log = structlog.get_logger(__name__)
 MAX_FILES = 5000
@@ -36,21 +37,22 @@ class CardIndex:
         self.recheck_seconds = recheck_seconds
         self._clock = clock
         self._lock = threading.Lock()
-        self._files: dict[Path, tuple[Stamp, Indexed | None]] = {}
+        self._files: dict[str, tuple[Stamp, Indexed | None]] = {}
         self._order: list[Indexed] = []
+        self._postings = Postings()
         self._checked_at: float | None = None
         self.skipped: dict[Path, str] = {}
         """Files that are not cards, and why (as last read)."""
         self.reads = 0
         """Files read since the index was made (what re-indexing cost)."""
 
-    def _scan(self) -> list[tuple[Path, str, Stamp]]:
+    def _scan(self) -> list[tuple[str, str, Stamp]]:
         """Every ``*.md`` file below the folders (hidden folders and files left out), project first, each in name order."""
-        found: list[tuple[Path, str, Stamp]] = []
-        seen: set[Path] = set()
+        found: list[tuple[str, str, Stamp]] = []
+        seen: set[tuple[int, int]] = set()
         for folder, scope in zip(self.folders, self.scopes):
-            mine: list[tuple[Path, str, Stamp]] = []
-            stack = [(folder, 0)]
+            mine: list[tuple[str, str, Stamp, tuple[int, int]]] = []
+            stack = [(str(folder), 0)]
             while stack:
                 where, depth = stack.pop()
                 try:
@@ -58,7 +60,7 @@ class CardIndex:
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
-                    log.warning("cards_folder_unreadable", path=str(where), reason=exc.strerror or str(exc))
+                    log.warning("cards_folder_unreadable", path=where, reason=exc.strerror or str(exc))
                     continue
                 for entry in entries:
                     if entry.name.startswith("."):
@@ -66,21 +68,20 @@ class CardIndex:
                     try:
                         if entry.is_dir():
                             if depth < MAX_DEPTH:
-                                stack.append((Path(entry.path), depth + 1))
+                                stack.append((entry.path, depth + 1))
                         elif entry.name.endswith(".md") and entry.is_file():
                             st = entry.stat()
-                            mine.append((Path(entry.path), scope, (st.st_mtime_ns, st.st_size)))
+                            mine.append((entry.path, scope, (st.st_mtime_ns, st.st_size), (st.st_dev, st.st_ino)))
                     except OSError:
                         continue
-            mine.sort(key=lambda f: str(f[0]))
+            mine.sort()
             if len(mine) > MAX_FILES:
                 log.warning("cards_folder_too_big", path=str(folder), files=len(mine), kept=MAX_FILES)
                 mine = mine[:MAX_FILES]
-            for item in mine:
-                real = item[0].resolve()
-                if real not in seen:  # the same file through two folders (global inside project) counts once
-                    seen.add(real)
-                    found.append(item)
+            for path, where, stamp, inode in mine:
+                if inode not in seen:  # the same file through two folders (global inside project) counts once
+                    seen.add(inode)
+                    found.append((path, where, stamp))
         return found
 
     def refresh(self) -> bool:
@@ -95,7 +96,7 @@ class CardIndex:
         self._checked_at = now
         listing = self._scan()
         changed = len(listing) != len(self._files)
-        files: dict[Path, tuple[Stamp, Indexed | None]] = {}
+        files: dict[str, tuple[Stamp, Indexed | None]] = {}
         for path, scope, stamp in listing:
             known = self._files.get(path)
             if known is not None and known[0] == stamp:
@@ -104,17 +105,18 @@ class CardIndex:
             changed = True
             self.reads += 1
             try:
-                files[path] = (stamp, indexed(read_card(path, scope)))
-                self.skipped.pop(path, None)
+                files[path] = (stamp, indexed(read_card(Path(path), scope)))
+                self.skipped.pop(Path(path), None)
             except CardError as exc:
                 files[path] = (stamp, None)
-                self.skipped[path] = str(exc)
-                log.warning("card_skipped", path=str(path), reason=str(exc))
+                self.skipped[Path(path)] = str(exc)
+                log.warning("card_skipped", path=path, reason=str(exc))
         if changed or files.keys() != self._files.keys():
             for gone in set(self._files) - set(files):
-                self.skipped.pop(gone, None)
+                self.skipped.pop(Path(gone), None)
             self._files = files
             self._order = [entry for _, entry in files.values() if entry is not None]
+            self._postings = Postings.of(self._order)
             return True
         return False
 
@@ -132,7 +134,84 @@ class CardIndex:
             return []
         with self._lock:
             self._refresh()
-            order = self._order
-        scored = [(score(entry, wanted), i, entry) for i, entry in enumerate(order)]
-        best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
-        return [replace(entry.card, score=value) for value, _, entry in best]
+            order, postings = self._order, self._postings
+        scored = _scores(order, postings, wanted)
+        best = sorted(((v, i) for i, v in scored.items() if v > 0), key=lambda s: (-s[0], s[1]))[:limit]
+        return [replace(order[i].card, score=value) for value, i in best]
+
+
+def _scores(order: Sequence[Indexed], postings: Postings, wanted: Sequence[Term]) -> dict[int, float]:
+    """``score`` of every card that matches, through the postings: only the cards holding a term are touched (a whole
+    keyword run together, ``cardindex`` in "Card index", and a term that is no ASCII word are found in the joined texts)."""
+    raw: dict[int, float] = {}
+
+    def add(cards: Iterable[int], value: float) -> None:
+        for i in cards:
+            raw[i] = raw.get(i, 0.0) + value
+
+    for t in wanted:
+        titled = set(postings.title.get(t.text, ())) if t.word else postings.title_text.holding(t.text)
+        if t.weight == 1.0 and len(t.squashed) >= 4:
+            titled |= postings.title_squashed.holding(t.squashed)
+        add(titled, t.weight * TITLE)
+        add(set(postings.tags.get(t.text, ())) | set(postings.tags.get(t.squashed, ())), t.weight * TAG)
+        if t.word:
+            for i, n in postings.body.get(t.text, ()):
+                raw[i] = raw.get(i, 0.0) + t.weight * BODY * n
+        else:
+            for i, n in postings.body_text.counts(t.text, BODY_HITS).items():
+                raw[i] = raw.get(i, 0.0) + t.weight * BODY * n
+    return {i: value * order[i].card.relevance_score for i, value in raw.items()}
+
+
+class Joined:
+    """One field of every card joined into one text, to find a term in all of them at C speed."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.starts: list[int] = []
+        at = 0
+        for text in texts:
+            self.starts.append(at)
+            at += len(text) + 1
+        self.text = "\x00".join(texts)
+
+    def counts(self, term: str, cap: int) -> dict[int, int]:
+        """Card → occurrences of ``term`` in its text (at most ``cap``)."""
+        out: dict[int, int] = {}
+        at = self.text.find(term)
+        while at >= 0:
+            i = bisect.bisect_right(self.starts, at) - 1
+            out[i] = out.get(i, 0) + 1
+            if out[i] >= cap and i + 1 < len(self.starts):
+                at = self.text.find(term, self.starts[i + 1])  # this card counted enough: on to the next one
+            else:
+                at = self.text.find(term, at + len(term))
+        return out
+
+    def holding(self, term: str) -> set[int]:
+        return set(self.counts(term, 1))
+
+
+@dataclass
+class Postings:
+    """Word → the cards holding it, per field (positions in the index's order; the body's with its count, capped)."""
+
+    title: dict[str, list[int]] = field(default_factory=dict)
+    tags: dict[str, list[int]] = field(default_factory=dict)
+    body: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    title_text: Joined = field(default_factory=lambda: Joined([]))
+    title_squashed: Joined = field(default_factory=lambda: Joined([]))
+    body_text: Joined = field(default_factory=lambda: Joined([]))
+
+    @classmethod
+    def of(cls, order: Sequence[Indexed]) -> Postings:
+        out = cls(title_text=Joined([e.title for e in order]), title_squashed=Joined([e.title_squashed for e in order]),
+                  body_text=Joined([e.body for e in order]))
+        for i, e in enumerate(order):
+            for word in e.title_words:
+                out.title.setdefault(word, []).append(i)
+            for tag in e.tags | e.tags_squashed:
+                out.tags.setdefault(tag, []).append(i)
+            for word, n in e.body_words.items():
+                out.body.setdefault(word, []).append((i, min(BODY_HITS, n)))
+        return out

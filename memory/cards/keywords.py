@@ -7,15 +7,13 @@ from collections import Counter
 from collections.abc import Iterable
 
 MAX_KEYWORDS = 40
-MAX_TEXT_CHARS = 200_000
+MAX_TEXT_CHARS = 20_000
 """Of each text only the last this many characters are looked at (a huge tool output costs no more than this)."""
 _BACKTICK = re.compile(r"`([^`\n]{2,60})`")
 _QUOTED = re.compile(r"\"([^\"\n]{3,60})\"|“([^”\n]{2,60})”|「([^」\n]{2,60})」|'([^'\n]{3,60})'")
-_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+[A-Za-z0-9]*\b|\b[A-Z]{2,}[a-z][a-z0-9]+(?:[A-Z][a-z0-9]*)*\b")
-_SNAKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
-_DOTTED = re.compile(r"\b[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+\b")
-_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,9}\b")
-_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]{2,})\(")
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.\-][A-Za-z_][A-Za-z0-9_]*)*(\()?")
+"""A word, identifier, or dotted or dashed name, and whether a call's parenthesis follows: one pass over the text, each
+token then sorted out in Python (CamelCase, snake_case, dotted, acronym, called)."""
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 STOP = frozenset({
     "ok", "id", "ids", "todo", "the", "and", "for", "not", "none", "null", "true", "false", "self", "this", "that", "with",
@@ -28,6 +26,17 @@ STOP = frozenset({
 def _keep(word: str) -> bool:
     w = word.strip(" .-_'\"")
     return len(w) >= 2 and w.lower() not in STOP and not w.isdigit()
+
+
+def _is_identifier(token: str) -> bool:
+    """CamelCase (``CardIndex``, ``httpClient``, ``SQLite``), snake_case (``max_inject``, ``MAX_INJECT``), dotted
+    (``config.schema``), or an upper-case acronym of two to ten letters (``WAL``, ``HTTP2``)."""
+    core = token.strip("_")
+    if "." in core or "_" in core:
+        return True
+    if core.isupper():
+        return 2 <= len(core) <= 10 and core[0].isalpha()
+    return any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
 
 
 def keywords_from(texts: Iterable[str], limit: int = MAX_KEYWORDS) -> list[str]:
@@ -54,13 +63,14 @@ def keywords_from(texts: Iterable[str], limit: int = MAX_KEYWORDS) -> list[str]:
             add(m.group(1), 2)
         for m in _QUOTED.finditer(text):
             add(next(g for g in m.groups() if g is not None), 2)
-        for pattern in (_CAMEL, _SNAKE, _DOTTED):
-            for m in pattern.finditer(text):
-                add(m.group(0))
-        for m in _CALL.finditer(text):
-            add(m.group(1))
-        for m in _ACRONYM.finditer(text):
-            add(m.group(0))
+        for m in _TOKEN.finditer(text):
+            token = m.group(0).rstrip("(")
+            if token.islower() and "_" not in token and "." not in token:
+                if m.group(1) and len(token) >= 3:
+                    add(token)  # a called name: parse_config(
+                continue
+            if _is_identifier(token) or m.group(1):
+                add(token)
     ranked = sorted(counts, key=lambda k: (-counts[k], first[k]))
     return [spelled[k] for k in ranked[:limit]]
 

@@ -18,6 +18,8 @@ MAX_FOLDERS = 2000
 SKIPPED = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist", "build", "target", "vendor"})
 """Folders never looked into (besides hidden ones, such as .git and .venv)."""
 MAX_FILE_BYTES = 1 << 20
+NOTE_FILES = 5
+"""The files a cut note names (then "and N more")."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,8 @@ def _read(root: Path, names: Sequence[str], max_chars: int) -> _Cached:
     whole = "\n\n".join(parts)
     text, cut = whole, False
     if len(whole) > max_chars:
-        note = (f"\n\n[project rules cut: {len(whole)} characters, {max_chars} allowed; the rest is in "
-                + ", ".join(p.relative_to(root).as_posix() for p in read) + "]")
+        names = [p.relative_to(root).as_posix() for p in read]
+        listed = ", ".join(names[:NOTE_FILES]) + (f" and {len(names) - NOTE_FILES} more" if len(names) > NOTE_FILES else "")
+        note = f"\n\n[project rules cut: {len(whole)} characters, {max_chars} allowed; the rest is in {listed}]"
         text, cut = whole[: max(0, max_chars - len(note))].rstrip() + note, True
     return _Cached(folders, files, Rules(text, cut, tuple(read), len(whole), tuple(problems)))

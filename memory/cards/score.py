@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ BODY_HITS = 2
 PART = 0.5
 """A word taken from inside a compound keyword weighs this share of the keyword itself."""
 _SQUASH = re.compile(r"[\W_]+", re.U)
+_WORD = re.compile(r"[a-z0-9_]+")
+"""An ASCII word: matched against a card's words (whole words); any other term (CJK, dotted, several words) as text."""
 
 
 def squash(text: str) -> str:
@@ -25,52 +28,64 @@ def squash(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Term:
+    text: str
+    """Lower case, spaces collapsed."""
+    squashed: str
+    weight: float
+    word: bool
+    """An ASCII word (looked up among a card's words); else looked for as text."""
+
+
+@dataclass(frozen=True)
 class Indexed:
     """A card with what matching needs, computed once when its file is read."""
 
     card: Card
     title: str
+    title_words: frozenset[str]
     title_squashed: str
     tags: frozenset[str]
     tags_squashed: frozenset[str]
     body: str
+    body_words: Counter[str]
 
 
 def indexed(card: Card) -> Indexed:
-    return Indexed(card, card.title.lower(), squash(card.title), frozenset(t.lower() for t in card.tags),
-                   frozenset(squash(t) for t in card.tags), card.body.lower())
+    title, body = card.title.lower(), card.body.lower()
+    return Indexed(card, title, frozenset(_WORD.findall(title)), squash(card.title), frozenset(t.lower() for t in card.tags),
+                   frozenset(squash(t) for t in card.tags), body, Counter(_WORD.findall(body)))
 
 
-def terms(keywords: Sequence[str]) -> list[tuple[str, str, float]]:
-    """(lower-case term, squashed term, weight): each keyword at 1, the words inside compound ones at ``PART``."""
-    out: dict[str, tuple[str, str, float]] = {}
+def terms(keywords: Sequence[str]) -> list[Term]:
+    """Each keyword at weight 1, the words inside compound ones at ``PART``."""
+    out: dict[str, Term] = {}
     for keyword in keywords:
         word = " ".join(keyword.split()).lower()
         if len(squash(word)) < 2:
             continue
-        out[word] = (word, squash(word), 1.0)
+        out[word] = Term(word, squash(word), 1.0, _WORD.fullmatch(word) is not None)
         for part in parts_of(keyword):
             if part not in out:
-                out[part] = (part, part, PART)
+                out[part] = Term(part, part, PART, True)
     return list(out.values())
 
 
-def _hits(text: str, term: str) -> int:
-    """Occurrences of a term, at most ``BODY_HITS``; a short one (an acronym such as ``api``) only as a whole word."""
-    if len(term) < 4:
-        return min(BODY_HITS, len(re.findall(rf"(?<!\w){re.escape(term)}(?!\w)", text)))
+def _count(text: str, term: str) -> int:
     return min(BODY_HITS, text.count(term))
 
 
-def score(entry: Indexed, wanted: Sequence[tuple[str, str, float]]) -> float:
-    """The card's score for these terms (0: it does not match), times its own ``relevance_score``."""
+def score(entry: Indexed, wanted: Sequence[Term]) -> float:
+    """The card's score for these terms (0: it does not match), times its own ``relevance_score``. The definition; the
+    index computes the same through its postings."""
     total = 0.0
-    for term, squashed, weight in wanted:
+    for t in wanted:
         hit = 0.0
-        if _hits(entry.title, term) or (len(squashed) >= 4 and squashed in entry.title_squashed):
+        whole = t.weight == 1.0 and len(t.squashed) >= 4  # a whole keyword run together: "cardindex" in "Card index"
+        if (t.text in entry.title_words if t.word else t.text in entry.title) or (whole and t.squashed in entry.title_squashed):
             hit += TITLE
-        if term in entry.tags or squashed in entry.tags_squashed:
+        if t.text in entry.tags or t.squashed in entry.tags_squashed:
             hit += TAG
-        hit += BODY * _hits(entry.body, term)
-        total += weight * hit
+        hit += BODY * (min(BODY_HITS, entry.body_words[t.text]) if t.word else _count(entry.body, t.text))
+        total += t.weight * hit
     return total * entry.card.relevance_score

@@ -13,6 +13,8 @@ import structlog
 
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
+from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
+from memory.cards.workspace import AgentWorkspace, Shelf, workspace_of
 from memory.forms.children import importance
 from memory.forms.facts import learn
 from memory.forms.render import SessionState
@@ -23,6 +25,7 @@ from memory.notebook.proposals import propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
+from proxy.keep.organizer import Organizer
 from proxy.keep.subagents import Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
@@ -68,13 +71,17 @@ class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
     def __init__(self, path: Path | None, options: NotebookOptions, summarizer: LLMSummarizer | None, busy_timeout_ms: int = 5000,
-                 run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time,
+                 workspaces: Callable[[str], AgentWorkspace] | None = None, shelf: Shelf | None = None) -> None:
         self.db = Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
         self.anchors = AnchorBook(self.db, clock, redact)
         self.notebook = NotebookStore(self.db, clock, redact)
         self.sessions = SessionMemory(self.db, clock, redact)
+        self.shelf = shelf or Shelf()
+        """Card indexes and project rules, shared by every request (the layout step reads them through ``ctx.keeper``)."""
+        self.organizer = Organizer(self.db, workspaces or _shared_workspace, self.shelf, clock, redact)
         self.spawns = Spawns()
         self.activity = Activity()
         self._run = run
@@ -188,9 +195,11 @@ class Keeper:
         found = propose(archive["messages"], history)
         entries = self.notebook.propose(agent_id, found.entries)
         anchors = self.anchors.propose(agent_id, session_id, found.anchors)
+        cards = self.organizer.archived(agent_id, session_id, archive["messages"])
         log.info("archive_remembered", agent_id=agent_id, session_id=session_id, number=record.get("number"),
-                 entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors])
-        return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors]}
+                 entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors],
+                 card_drafts=[d.draft_id for d in cards])
+        return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors], "card_drafts": [d.draft_id for d in cards]}
 
     def state(self, agent_id: str, session_id: str) -> SessionState:
         """What the agent's memory holds for a session's forms (the registry's view and reports are added by the API)."""
@@ -277,6 +286,11 @@ class Keeper:
                 await self.compact_idle()
             except Exception:  # noqa: BLE001 - the next round tries again
                 log.warning("notebook_compaction_failed", exc_info=True)
+
+
+def _shared_workspace(agent_id: str) -> AgentWorkspace:
+    """Without per-agent settings (a keeper made outside the app): the default folders."""
+    return workspace_of(CardsOptions(), WorkspaceOptions(), dict[str, AgentSettings](), agent_id)
 
 
 def _archive_of(ctx: RequestContext) -> dict[str, Any] | None:

@@ -112,3 +112,19 @@ def test_one_file_reached_through_two_folders_counts_once(tmp_path: Path) -> Non
     card(tmp_path / "cards" / "global", "a.md", "Shared")
     found = CardIndex([tmp_path / "cards", tmp_path / "cards" / "global"]).search(["shared"], 3)
     assert len(found) == 1 and found[0].scope == "project"
+
+
+def test_the_index_scores_as_the_definition_does(tmp_path: Path) -> None:
+    """The postings are a shortcut: every card's score equals ``score`` on it, for words, compounds, CJK and dotted terms."""
+    from memory.cards.card import read_card
+    from memory.cards.score import indexed, score, terms
+
+    card(tmp_path, "a.md", "Card index internals", ["cards", "index"], "The CardIndex reads config.schema; 知识卡片 here. index index")
+    card(tmp_path, "b.md", "SQLite WAL", ["sqlite"], "WAL mode; max_inject is 3", relevance=0.5)
+    card(tmp_path, "c.md", "知识卡片的格式", [], "front matter")
+    keywords = ["CardIndex", "config.schema", "知识卡片", "WAL", "max_inject", "index", "ruyi cards search"]
+    found = CardIndex([tmp_path]).search(keywords, 10)
+    wanted = terms(keywords)
+    expected = {p.name: score(indexed(read_card(p)), wanted) for p in sorted(tmp_path.glob("*.md"))}
+    assert {c.path.name: c.score for c in found} == {name: s for name, s in expected.items() if s > 0}
+    assert len(found) == 3
