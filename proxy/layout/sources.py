@@ -53,6 +53,11 @@ class Sources:
         self.config = config
         self.failures: Counter[str] = Counter()
         self.shelf = Shelf(config.cards.recheck_seconds if config is not None else 0.0)
+        """Used without a keeper (offline); the proxy's keeper holds the app's one shelf, shared with the cards API."""
+
+    def _shelf(self, ctx: RequestContext) -> Shelf:
+        keeper = ctx.keeper
+        return keeper.shelf if keeper is not None and isinstance(getattr(keeper, "shelf", None), Shelf) else self.shelf
 
     def _failed(self, what: str, ctx: RequestContext) -> None:
         """Counted here, named in the request's access event (``failed_steps``) and warned."""
@@ -85,7 +90,7 @@ class Sources:
         if ws is None or ws.workspace_root is None:
             return ""
         try:
-            return self.shelf.rules(ws).text  # a file it could not read is named in a warning once, by the cards room
+            return self._shelf(ctx).rules(ws).text  # a file it could not read is named in a warning once, by the cards room
         except Exception:  # noqa: BLE001 - fail open: an unreadable AGENTS.md leaves the rules out
             self._failed("rules", ctx)
             return ""
@@ -96,9 +101,10 @@ class Sources:
         if ws is None:
             return []
         try:
-            if not self.shelf.cards(ws).cards():
+            shelf = self._shelf(ctx)
+            if not shelf.cards(ws).cards():
                 return []
-            return self.shelf.search(ws, keywords())
+            return shelf.search(ws, keywords())
         except Exception:  # noqa: BLE001 - fail open: a broken card folder leaves the cards out
             self._failed("cards", ctx)
             return []
