@@ -107,7 +107,9 @@ class LayoutPlanStep:
         task = ""
         if o.mode == "full":
             task = ctx.task or first_user_text(messages) or ""
-            text = full_system(task, "", sections)  # the core template is placed with the client's system prompt each request
+            # the core template goes around the client's system prompt each request (``_full``); for Anthropic, whose system
+            # blocks stay as sent, this text follows them
+            text = full_system(task, core(o.core_template, "").strip(), sections)
         else:
             text = block(sections)
         return {"archive": archive, "mode": o.mode, "text": text, "task": task,

@@ -69,3 +69,17 @@ async def test_anthropic_gets_text_blocks_after_the_last_breakpoint_and_no_break
     await client.messages.create(model=MODEL, max_tokens=100, system=system, messages=history)
     third = fake.last("/v1/messages").json
     assert third["system"] == body["system"] and third["messages"][2] == history[2]  # request 2's block is gone from history
+
+
+async def test_anthropic_full_keeps_the_system_blocks_and_follows_them_with_the_seeds_order(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy("anthropic", layout={"mode": "full", "core_template": "Follow the tool rules.\n{client_system}"})
+    await remember(proxy, agent="c")
+    client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="sk-ant-client", default_headers={"X-Ruyi-Agent": "c"}, max_retries=0)
+    system: Any = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    await client.messages.create(model=MODEL, max_tokens=100, system=system, messages=[{"role": "user", "content": TASK}])
+    body = fake.last("/v1/messages").json
+    assert body["system"][0] == system[0] and len(body["system"]) == 2 and not fake.anthropic_refused
+    added = body["system"][1]["text"]
+    assert added.startswith(f"## 1. Task\n{TASK}\n\n## 2. Core template\nFollow the tool rules.") and "<ruyi-memory>" in added
+    newest = body["messages"][0]["content"]
+    assert isinstance(newest, str) and newest.startswith(TASK + "\n\n<ruyi-context>") and "- time: " in newest
