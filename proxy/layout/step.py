@@ -12,7 +12,7 @@ from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
 from proxy.layout.options import LayoutOptions
 from proxy.layout.placement import system_text, with_block, with_system
-from proxy.layout.sections import Section, anchors_text, block, core, cut, full_system, relevant_anchors, reminder, terms
+from proxy.layout.sections import Section, anchors_text, block, core, full_system, relevant_anchors, reminder, terms
 from proxy.layout.sources import NO_MEMORY, Memory, Sources
 from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
 from summaries.extractive import text_of
@@ -60,12 +60,12 @@ class LayoutPlanStep:
             return messages
         mem = ctx.longctx
         archive = int(mem.restart.archive.get("number", 0)) if mem is not None and mem.restart is not None else 0
-        record = m.session.decisions.get(LAYOUT)
-        if not isinstance(record, Mapping):
+        record = kept(m.session.decisions)
+        if record is None:
             record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
         ws = self.sources.workspace(m.session.agent_id, ctx)
         memory = self._memory(ctx)
-        built = record is None or int(record.get("archive", 0)) != archive
+        built = record is None or int(record.get("archive", 0)) != archive or record.get("mode", self.options.mode) != self.options.mode
         words = self.keywords(messages, ws)
         if built:
             record = self.build(messages, ctx, memory, ws, archive, words)
@@ -124,8 +124,9 @@ class LayoutPlanStep:
         o, out = self.options, {}
         if o.metadata or o.mode == "full":
             root = str(ws.workspace_root) if ws is not None and ws.workspace_root is not None else None
-            out["metadata"] = Metadata(now_with_zone(), root, m.session.agent_id, ctx.parent_id or m.session.parent_id, ctx.model,
-                                       m.usage, m.window.tokens, m.tier.value).text()
+            agent = m.session.agent_id  # its parent: the session it named (X-Ruyi-Parent), else the agent of a sub-agent ``a/x``
+            parent = ctx.parent_id or (agent.rsplit("/", 1)[0] if "/" in agent else None)
+            out["metadata"] = Metadata(now_with_zone(), root, agent, parent, ctx.model, m.usage, m.window.tokens, m.tier.value).text()
         if ws is not None and (m.session.requests - 1) % max(1, ws.trigger_interval) == 0:  # the first request, then every n-th
             found = self.sources.cards(ws, words, ctx)
             out["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in found)
@@ -150,7 +151,7 @@ class LayoutStep:
         self.options = plan.options
 
     def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
-        state, m, outcome = ctx.layout, ctx.measurement, ctx.pruning
+        state, m = ctx.layout, ctx.measurement
         if state is None or m is None or m.count_text is None:
             return messages
         mem = ctx.longctx
@@ -211,7 +212,7 @@ class LayoutStep:
         record = state.record
         if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
             # kept when it holds something (or memory did): a session without one had an empty stable part and memory
-            outcome.decisions[LAYOUT] = state.record  # type: ignore[index]
+            outcome.decisions[LAYOUT] = [{**record, "target": LAYOUT, "strategy": LAYOUT}]  # type: ignore[index]
         if added != state.planned:
             outcome.raw_tokens_after += added - state.planned
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
@@ -227,6 +228,14 @@ KEYWORD_CHARS = 4000
 
 def _ends(text: str) -> str:
     return text if len(text) <= 2 * KEYWORD_CHARS else text[:KEYWORD_CHARS] + "\n" + text[-KEYWORD_CHARS:]
+
+
+def kept(decisions: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stable part a session keeps (as its other session-wide decisions: a list of one, on the target ``layout``)."""
+    value = decisions.get(LAYOUT)
+    if isinstance(value, list) and value and isinstance(value[-1], Mapping):
+        return {k: v for k, v in value[-1].items() if k not in ("target", "strategy")}
+    return None
 
 
 def layout_steps(options: LayoutOptions, config: Config | None) -> tuple[LayoutPlanStep, LayoutStep]:
