@@ -20,9 +20,9 @@ TITLES = {"task": "Task", "core": "Core template", "notebook": "Notebook (FastMe
           "snapshot": "From the parent agent", "compact": "After the archive"}
 MIN_SCORE = 2
 """An anchor goes in when it shares one word of its title, or two of its fields, with the session."""
-REMINDER_EN = ("⚠️ Yellow light, not red: Ruyi archived the older turns and the context now has room again ({usage:.0%} used). "
-               "There is no need to rush or to wrap up early: go on with the task as planned.")
-REMINDER_ZH = "⚠️ 黄灯提醒：Ruyi 已存档较早的对话，上下文还有空间（已用 {usage:.0%}）。不必仓促收尾，按计划继续完成任务。"
+REMINDER_EN = ("⚠️ Yellow light, not red: Ruyi archived the older turns and the context has room again. There is no need to "
+               "rush or to wrap up early: go on with the task as planned.")
+REMINDER_ZH = "⚠️ 黄灯提醒：Ruyi 已存档较早的对话，上下文还有空间。不必仓促收尾，按计划继续完成任务。"
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,9 @@ def cut(text: str, limit: int, note: str = "[…cut by Ruyi to the layout budget
     return f"{head}\n{note}", True
 
 
-def reminder(usage: float, chinese: bool) -> str:
-    return (REMINDER_ZH if chinese else REMINDER_EN).format(usage=usage)
+def reminder(chinese: bool) -> str:
+    """Seed 000's yellow light: the context still has room (the same words every time: it sits in the cached part)."""
+    return REMINDER_ZH if chinese else REMINDER_EN
 
 
 def core(template: str, client_system: str) -> str:

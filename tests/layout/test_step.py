@@ -56,7 +56,7 @@ async def test_nothing_stored_nothing_configured_forwards_the_clients_bytes(make
 async def test_append_puts_memory_after_the_system_prompt_and_keeps_it_byte_for_byte(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy()
     await remember(proxy)
-    await chat(proxy, conversation(0))
+    session = (await chat(proxy, conversation(0))).headers["X-Ruyi-Session"]
     first = fake.last().json["messages"]
     system = first[0]["content"]
     assert system.startswith(SYSTEM + "\n\n<ruyi-memory>") and system.endswith("</ruyi-memory>")
@@ -71,10 +71,10 @@ async def test_append_puts_memory_after_the_system_prompt_and_keeps_it_byte_for_
     assert second[1:-1] == conversation(1)[1:-1]
     newest = second[-1]["content"]
     assert newest.startswith("go on with step 0\n\n<ruyi-context>") and "+ notebook: runs Python 3.12" in newest
-    await chat(proxy, conversation(2))
+    last = await chat(proxy, conversation(2))
     third = fake.last().json["messages"]
     assert third[0]["content"] == system and third[-3]["content"] == "go on with step 0"  # request 2's block is not in history
-    assert resp.headers["X-Ruyi-Session"]
+    assert resp.headers["X-Ruyi-Session"] == last.headers["X-Ruyi-Session"] == session  # one conversation, one session
 
 
 async def test_metadata_and_full_mode_put_each_section_where_the_seed_says(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
