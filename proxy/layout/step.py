@@ -160,6 +160,8 @@ class LayoutStep:
             count = m.count_text
             state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.record["sections"].items()})
         out, positions, added = messages, (mem.positions if mem is not None else None), 0
+        if state.positions is not None:  # a sub-agent's snapshot placed already (Anthropic)
+            positions = state.positions
         text = state.record.get("text") or ""
         count = m.count_text
         if text:
@@ -239,6 +241,13 @@ def kept(decisions: Mapping[str, Any]) -> dict[str, Any] | None:
 def layout_steps(options: LayoutOptions, config: Config | None) -> tuple[LayoutPlanStep, LayoutStep]:
     plan = LayoutPlanStep(options, config)
     return plan, LayoutStep(plan)
+
+
+def snapshot_after_system(messages: Messages, snapshot: str, state: LayoutState, positions: tuple[int, ...] | None) -> Messages:
+    """A sub-agent's snapshot after the system prompt (Anthropic: the client's system blocks stay as sent; siblings
+    share that prompt, so they still share a cached prefix), where each message came from kept for the dialect."""
+    out, state.positions = with_system(messages, positions, snapshot)
+    return out
 
 
 def tokens_planned(ctx: RequestContext) -> int:

@@ -9,7 +9,7 @@ from memory.session import How
 from proxy.context import RequestContext
 from proxy.rewrite.pipeline import Step
 from proxy.layout.options import LayoutOptions
-from proxy.layout.step import layout_steps, tokens_planned
+from proxy.layout.step import layout_steps, snapshot_after_system, tokens_planned
 from proxy.rewrite.archiving import ArchiveStep, RecallStep, RestartStep
 from proxy.rewrite.pruning import Pruner
 
@@ -71,7 +71,11 @@ class SnapshotStep:
         if m is None or keeper is None or ctx.mode != "on" or self.layout.mode == "off":
             return messages
         snapshot = keeper.snapshot_for(m.session.agent_id, m.session.session_id, m.how == How.NEW, messages, ctx.parent_id)
-        return messages if snapshot is None else keeper.inject(messages, snapshot)
+        if snapshot is None:
+            return messages
+        if ctx.wire == "anthropic" and ctx.layout is not None:  # system blocks are never rewritten: it follows them
+            return snapshot_after_system(messages, snapshot, ctx.layout, ctx.longctx.positions if ctx.longctx is not None else None)
+        return keeper.inject(messages, snapshot)
 
 
 def default_steps(config: Config) -> list[Step]:

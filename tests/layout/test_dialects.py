@@ -83,3 +83,22 @@ async def test_anthropic_full_keeps_the_system_blocks_and_follows_them_with_the_
     assert added.startswith(f"## 1. Task\n{TASK}\n\n## 2. Core template\nFollow the tool rules.") and "<ruyi-memory>" in added
     newest = body["messages"][0]["content"]
     assert isinstance(newest, str) and newest.startswith(TASK + "\n\n<ruyi-context>") and "- time: " in newest
+
+
+async def test_an_anthropic_sub_agent_gets_its_snapshot_after_the_system_blocks_and_stays_rewritable(make_proxy: MakeProxy,
+                                                                                                    fake: FakeUpstream) -> None:
+    proxy = await make_proxy("anthropic")
+    await remember(proxy, agent="c")
+    client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="sk-ant-client", default_headers={"X-Ruyi-Agent": "c"}, max_retries=0)
+    system: Any = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    parent = await client.messages.with_raw_response.create(model=MODEL, max_tokens=100, system=system, messages=[{"role": "user", "content": TASK}])
+    parent_id = parent.headers["X-Ruyi-Session"]
+    child: Any = [{"role": "user", "content": "Review CacheStore.evict for off-by-one errors."}]
+    bodies = []
+    for _ in range(2):
+        await client.messages.create(model=MODEL, max_tokens=100, system=system, messages=child, extra_headers={"X-Ruyi-Parent": parent_id})
+        bodies.append(fake.last("/v1/messages").json)
+        child = [*child, {"role": "assistant", "content": "Looking."}, {"role": "user", "content": "go on"}]
+    first = bodies[0]["system"]
+    assert first[0] == system[0] and first[1]["text"].startswith(f'<ruyi-snapshot parent="{parent_id}">') and not fake.anthropic_refused
+    assert bodies[1]["system"] == first  # the snapshot and the stable part, byte for byte
