@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ class Memory:
 
 
 NO_MEMORY = Memory("", ())
+WORKSPACES_KEPT = 4096
+"""Agents whose workspace is remembered (the oldest forgotten first)."""
 UNINJECTED = ("ruyi", "proposed")
 """Notebook entries the layout leaves out: Ruyi's own dynamic-pool lines (one per prune batch and archive) and proposals
 no person accepted yet; they are in the API and ``ruyi memo``, and a prompt changes only with what a person or agent kept."""
@@ -52,6 +55,8 @@ class Sources:
     def __init__(self, config: Config | None) -> None:
         self.config = config
         self.failures: Counter[str] = Counter()
+        self._workspaces: dict[str, AgentWorkspace] = {}
+        self._lock = threading.Lock()
         self.shelf = Shelf(config.cards.recheck_seconds if config is not None else 0.0)
         """Used without a keeper (offline); the proxy's keeper holds the app's one shelf, shared with the cards API."""
 
@@ -79,8 +84,17 @@ class Sources:
         """The agent's workspace (root, card folders, rule files; its own settings over the shared ones), None on failure."""
         if self.config is None:
             return None
+        with self._lock:
+            known = self._workspaces.get(agent_id)
+        if known is not None:
+            return known
         try:
-            return for_agent(self.config, agent_id)
+            found = for_agent(self.config, agent_id)  # the config never changes: worked out once per agent
+            with self._lock:
+                self._workspaces[agent_id] = found
+                if len(self._workspaces) > WORKSPACES_KEPT:
+                    self._workspaces.pop(next(iter(self._workspaces)))
+            return found
         except Exception:  # noqa: BLE001 - fail open: no rules and no cards this request
             self._failed("workspace", ctx)
             return None
