@@ -120,6 +120,11 @@ class CardIndex:
             return True
         return False
 
+    def skipped_files(self) -> dict[Path, str]:
+        """A copy of ``skipped`` (the files that are not cards, and why), as of the last look at the folders."""
+        with self._lock:
+            return dict(self.skipped)
+
     def cards(self) -> list[Card]:
         """Every card, project first, each folder in file-name order."""
         with self._lock:
