@@ -107,10 +107,11 @@ class CardIndex:
             try:
                 files[path] = (stamp, indexed(read_card(Path(path), scope)))
                 self.skipped.pop(Path(path), None)
-            except CardError as exc:
+            except Exception as exc:  # noqa: BLE001 - a file is never a failed request: CardError says why, anything else is named
+                reason = str(exc) if isinstance(exc, CardError) else f"unexpected {type(exc).__name__}: {exc}"
                 files[path] = (stamp, None)
-                self.skipped[Path(path)] = str(exc)
-                log.warning("card_skipped", path=path, reason=str(exc))
+                self.skipped[Path(path)] = reason
+                log.warning("card_skipped", path=path, reason=reason)
         if changed or files.keys() != self._files.keys():
             for gone in set(self._files) - set(files):
                 self.skipped.pop(Path(gone), None)
