@@ -146,3 +146,16 @@ def test_searches_from_many_threads_while_files_change_see_whole_cards(tmp_path:
         results = [f.result() for f in running]
     assert all(len(r) == 20 and all(t.startswith("Topic ") for t in r) for r in results)
     assert sorted(search(0)) == sorted(f"Topic {i} v2" for i in range(20))
+
+
+def test_a_card_broken_just_now_keeps_its_last_version_until_it_settles(tmp_path: Path) -> None:
+    path = card(tmp_path, "a.md", "Alpha")
+    index = CardIndex([tmp_path])
+    assert [c.title for c in index.cards()] == ["Alpha"]
+    touch_later(path, "---\ntitle: [half writ")  # changed a moment ago: perhaps still being written
+    assert [c.title for c in index.cards()] == ["Alpha"] and index.skipped == {}
+    old = path.stat().st_mtime_ns - 60 * 10**9
+    os.utime(path, ns=(old, old))  # the same bytes, changed a minute ago: it is broken
+    with capture_logs() as logs:
+        assert index.cards() == []
+    assert [e["path"] for e in logs if e["event"] == "card_skipped"] == [str(path)]
