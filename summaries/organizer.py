@@ -62,11 +62,20 @@ def key_of(title: str) -> str:
     return hashlib.sha256(plain.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def program_of(label: str) -> str:
+    """The program a command line runs: the last step after ``&&`` or ``;``, past ``cd``, ``sudo``, ``env`` and variable
+    settings, ``python -m X`` read as X (``cd /repo && python -m pytest -x`` → pytest)."""
+    step = re.split(r"&&|\|\||;", label)[-1].split()
+    words = [w for w in step if "=" not in w and w not in ("sudo", "env", "time", "nice")]
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1].startswith("python") and words[1] == "-m":
+        words = words[2:]
+    name = words[0].rsplit("/", 1)[-1] if words else ""
+    return name if name and name.replace("-", "").replace("_", "").replace(".", "").isalnum() else "command"
+
+
 def _tags(label: str, lines: Sequence[str], changed: Sequence[str]) -> tuple[str, ...]:
-    words = label.split()
-    program = next((w for w in words if "=" not in w and w not in ("sudo", "env", "cd", "&&")), "")
-    program = program.rsplit("/", 1)[-1]
-    found = [program] if program and program.replace("-", "").replace("_", "").isalnum() else []
+    program = program_of(label)
+    found = [program] if program != "command" else []
     found += [m.group(1) for line in lines for m in _EXCEPTION.finditer(line)]
     found += [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in changed]
     return tuple(dict.fromkeys(t for t in found if t))[:6]
@@ -74,7 +83,7 @@ def _tags(label: str, lines: Sequence[str], changed: Sequence[str]) -> tuple[str
 
 def _draft(label: str, failure: _Open) -> DraftCard:
     headline = _headline(failure.lines)
-    title = _clip(f"{label.split()[0] if label.split() else 'command'}: {headline}", TITLE_CHARS)
+    title = _clip(f"{program_of(label)}: {headline}", TITLE_CHARS)
     quoted = "\n".join(f"    {line}" for line in failure.lines)
     changed = ", ".join(dict.fromkeys(failure.changed))
     body = (f"## Problem\n\n`{_clip(label, 200)}` failed:\n\n{quoted}\n\n## What fixed it\n\nChanged {changed}."

@@ -84,6 +84,8 @@ def parse_card(text: str, path: Path, scope: str = "project") -> Card:
         mark = getattr(exc, "problem_mark", None)
         raise CardError(f"front matter is not valid YAML ({getattr(exc, 'problem', None) or exc}"
                         + (f", line {mark.line + 2}" if mark is not None else "") + ")") from None
+    except (ValueError, TypeError, RecursionError) as exc:  # a value YAML's constructors refuse, such as a 13th month
+        raise CardError(f"front matter has a value that cannot be read ({exc})") from None
     if not isinstance(meta, dict):
         raise CardError("front matter must be a mapping of fields (title: …, tags: […])")
     title = meta.get("title")

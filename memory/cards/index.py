@@ -21,6 +21,10 @@ MAX_FILES = 5000
 MAX_DEPTH = 4
 """Sub-folders looked into below each folder."""
 
+SETTLE_SECONDS = 2.0
+"""A card that no longer reads right but changed less than this long ago is being written: it keeps its last good
+version until then (a search never misses it for a half-written file)."""
+
 Stamp = tuple[int, int]
 """(modification time in ns, size) of a file: when either changes, the file is read again."""
 
@@ -107,10 +111,14 @@ class CardIndex:
             try:
                 files[path] = (stamp, indexed(read_card(Path(path), scope)))
                 self.skipped.pop(Path(path), None)
-            except CardError as exc:
+            except Exception as exc:  # noqa: BLE001 - a file is never a failed request: CardError says why, anything else is named
+                reason = str(exc) if isinstance(exc, CardError) else f"unexpected {type(exc).__name__}: {exc}"
+                if known is not None and known[1] is not None and time.time() - stamp[0] / 1e9 < SETTLE_SECONDS:
+                    files[path] = known  # caught in the middle of being written: the card as it was, read again next time
+                    continue
                 files[path] = (stamp, None)
-                self.skipped[Path(path)] = str(exc)
-                log.warning("card_skipped", path=path, reason=str(exc))
+                self.skipped[Path(path)] = reason
+                log.warning("card_skipped", path=path, reason=reason)
         if changed or files.keys() != self._files.keys():
             for gone in set(self._files) - set(files):
                 self.skipped.pop(Path(gone), None)
@@ -119,6 +127,11 @@ class CardIndex:
             self._postings = Postings.of(self._order)
             return True
         return False
+
+    def skipped_files(self) -> dict[Path, str]:
+        """A copy of ``skipped`` (the files that are not cards, and why), as of the last look at the folders."""
+        with self._lock:
+            return dict(self.skipped)
 
     def cards(self) -> list[Card]:
         """Every card, project first, each folder in file-name order."""

@@ -10,8 +10,9 @@ MAX_KEYWORDS = 40
 MAX_TEXT_CHARS = 20_000
 """Of each text only the last this many characters are looked at (a huge tool output costs no more than this)."""
 _BACKTICK = re.compile(r"`([^`\n]{2,60})`")
-_QUOTED = re.compile(r"\"([^\"\n]{3,60})\"|“([^”\n]{2,60})”|「([^」\n]{2,60})」|'([^'\n]{3,60})'")
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.\-][A-Za-z_][A-Za-z0-9_]*)*(\()?")
+_QUOTED = re.compile(r"\"([^\"\n]{3,60})\"|“([^”\n]{2,60})”|「([^」\n]{2,60})」|(?<![A-Za-z])'([^'\n]{3,60})'(?![A-Za-z])")
+"""Double, curly and corner quotes; single quotes only where no letter touches them (not the apostrophes of don't, it's)."""
+_TOKEN = re.compile(r"(?<![0-9A-Za-z_])[A-Za-z_][A-Za-z0-9_]*(?:[.\-][A-Za-z_][A-Za-z0-9_]*)*(\()?")
 """A word, identifier, or dotted or dashed name, and whether a call's parenthesis follows: one pass over the text, each
 token then sorted out in Python (CamelCase, snake_case, dotted, acronym, called)."""
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -19,6 +20,7 @@ STOP = frozenset({
     "ok", "id", "ids", "todo", "the", "and", "for", "not", "none", "null", "true", "false", "self", "this", "that", "with",
     "print", "return", "len", "str", "int", "dict", "list", "set", "tuple", "get", "put", "post", "http", "https", "www", "com",
     "txt", "md", "i", "a", "an", "it", "is", "to", "in", "of", "on", "at", "by", "or", "no", "yes", "you", "we",
+    "e.g", "i.e", "etc", "vs",
 })
 """Words too common to tell one card from another."""
 

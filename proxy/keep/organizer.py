@@ -21,6 +21,8 @@ from summaries.organizer import draft_cards
 log = structlog.get_logger(__name__)
 SEARCH_LIMIT = 20
 """The most cards a person's search lists (a request gets at most ``cards.max_inject``)."""
+LIST_LIMIT = 1000
+"""The most cards a listing (no words) shows."""
 
 
 class Organizer:
@@ -68,9 +70,9 @@ class Organizer:
         quoted strings in them), the cards found (every card when no words), and the files skipped with why."""
         index = self.shelf.cards(self.workspaces(agent_id))
         if not words or not words.strip():
-            return [], index.cards()[:limit * 10], dict(index.skipped)
+            return [], index.cards()[:LIST_LIMIT], index.skipped_files()
         keywords = list(dict.fromkeys([*keywords_from([words]), *words.split()]))
-        return keywords, index.search(keywords, limit), dict(index.skipped)
+        return keywords, index.search(keywords, limit), index.skipped_files()
 
     def rules(self, agent_id: str) -> tuple[AgentWorkspace, Rules]:
         ws = self.workspaces(agent_id)

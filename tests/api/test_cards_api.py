@@ -117,3 +117,14 @@ async def test_a_rejected_draft_is_never_proposed_again(make_proxy: MakeProxy) -
         assert (await call(http, "GET", url + "?status=maybe", agent="a"))[0] == 400
         assert (await call(http, "POST", f"{url}/x/accept", agent="a"))[0] == 400
         assert (await call(http, "POST", f"{url}/99/accept", agent="a"))[0] == 404
+
+
+async def test_the_cards_api_is_protected_like_the_rest(make_proxy: MakeProxy, tmp_path: Path) -> None:
+    settings = projects(tmp_path)
+    proxy = await make_proxy(auth={"keys": [{"key": "key-a", "agent": "alpha"}]}, **settings)
+    async with aiohttp.ClientSession() as http:
+        for path in ("/ruyi/v1/cards?q=sqlite", "/ruyi/v1/cards/drafts", "/ruyi/v1/workspace"):
+            assert (await call(http, "GET", base_url(proxy) + path, agent="beta"))[0] == 401
+        status, ws = await call(http, "GET", base_url(proxy) + "/ruyi/v1/workspace", agent="beta", headers={"X-Ruyi-Key": "key-a"})
+        assert status == 200 and ws["agent_id"] == "alpha/beta"  # the key decides: its sub-agent, in alpha's project
+        assert ws["workspace_root"] == str(tmp_path / "a")

@@ -67,3 +67,14 @@ def test_the_same_lesson_twice_is_one_draft_and_at_most_a_few_are_kept() -> None
 
 def test_key_ignores_numbers() -> None:
     assert key_of("pytest: error at line 3") == key_of("pytest:  Error at line 12")
+
+
+def test_the_program_of_a_command_line() -> None:
+    from summaries.organizer import program_of
+
+    assert program_of("cd /repo && python -m pytest tests/test_case_1.py -x") == "pytest"
+    assert program_of("FOO=1 sudo npm test") == "npm"
+    assert program_of("make check; ./scripts/lint.sh") == "lint.sh"
+    assert program_of("$(weird)") == "command"
+    [card] = draft_cards(fixed_run(cmd="cd /repo && python -m pytest -q"))
+    assert card.title.startswith("pytest: ImportError") and card.tags[0] == "pytest"

@@ -43,6 +43,9 @@ def test_the_seeds_card_is_read_with_every_field(tmp_path: Path) -> None:
     ("---\ntitle: t\ntags: {a: 1}\n---\nbody\n", "tags must be a list"),
     ("---\ntitle: t\nrelevance_score: 7\n---\nbody\n", "relevance_score must be"),
     ("---\ntitle: t\ncreated_at: [1]\n---\nbody\n", "created_at must be"),
+    ("---\ntitle: t\ncreated_at: 2026-13-45\n---\nbody\n", "cannot be read"),
+    ("---\ntitle: t\ntags: &x [*x]\n---\nbody\n", "tags must be a list"),
+    ("---\ntitle: !!python/object:os.system x\n---\nbody\n", "not valid YAML"),
 ])
 def test_a_malformed_card_is_refused_saying_why(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(CardError, match=reason):

@@ -128,3 +128,34 @@ def test_the_index_scores_as_the_definition_does(tmp_path: Path) -> None:
     expected = {p.name: score(indexed(read_card(p)), wanted) for p in sorted(tmp_path.glob("*.md"))}
     assert {c.path.name: c.score for c in found} == {name: s for name, s in expected.items() if s > 0}
     assert len(found) == 3
+
+
+def test_searches_from_many_threads_while_files_change_see_whole_cards(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [card(tmp_path, f"c{i}.md", f"Topic {i}", ["shared"]) for i in range(20)]
+    index = CardIndex([tmp_path])
+
+    def search(n: int) -> list[str]:
+        return [c.title for c in index.search(["shared"], 50)]
+
+    with ThreadPoolExecutor(8) as pool:
+        running = [pool.submit(search, n) for n in range(200)]
+        for i, path in enumerate(paths):
+            touch_later(path, f"---\ntitle: Topic {i} v2\ntags: [shared]\n---\n")
+        results = [f.result() for f in running]
+    assert all(len(r) == 20 and all(t.startswith("Topic ") for t in r) for r in results)
+    assert sorted(search(0)) == sorted(f"Topic {i} v2" for i in range(20))
+
+
+def test_a_card_broken_just_now_keeps_its_last_version_until_it_settles(tmp_path: Path) -> None:
+    path = card(tmp_path, "a.md", "Alpha")
+    index = CardIndex([tmp_path])
+    assert [c.title for c in index.cards()] == ["Alpha"]
+    touch_later(path, "---\ntitle: [half writ")  # changed a moment ago: perhaps still being written
+    assert [c.title for c in index.cards()] == ["Alpha"] and index.skipped == {}
+    old = path.stat().st_mtime_ns - 60 * 10**9
+    os.utime(path, ns=(old, old))  # the same bytes, changed a minute ago: it is broken
+    with capture_logs() as logs:
+        assert index.cards() == []
+    assert [e["path"] for e in logs if e["event"] == "card_skipped"] == [str(path)]

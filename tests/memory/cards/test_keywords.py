@@ -33,3 +33,8 @@ def test_compound_keywords_split_into_their_words() -> None:
     assert parts_of("max_inject") == ["max", "inject"]
     assert parts_of("JSONDecodeError") == ["json", "decode", "error"]
     assert parts_of("sqlite") == []
+
+
+def test_apostrophes_abbreviations_and_hex_numbers_are_no_keywords() -> None:
+    assert keywords_from(["don't touch it, it's fine, e.g. later; the value 0x1F is set"]) == []
+    assert keywords_from(["set it to 'strict mode' now"]) == ["strict mode"]
