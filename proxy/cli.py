@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--model", metavar="NAME", help="model to count tokens for (default: the trace's)")
     rep.add_argument("--cache-read-price", metavar="R", type=float, help="price of a cached token relative to an uncached one (default: pruning.cache_read_ratio, 0.1)")
     rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    rep.add_argument("--agent", metavar="NAME", help="lay requests out with this agent's notebook and anchors (read from the store "
+                     "under store.data_dir), its workspace and cards (default: no memory; rules and cards from the config)")
     cfg = sub.add_parser("config", help="inspect configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")

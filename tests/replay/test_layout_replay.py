@@ -41,3 +41,18 @@ def test_an_offline_session_keeps_its_stable_part_and_counts_it_in_the_window() 
     assert len(added) == 1 and added.pop() > first.layout["notebook"]
     assert all(r.cached == r.previous for r in rest)  # the whole previous request is the cached prefix
     keeper.close()
+
+
+def test_ruyi_replay_lays_requests_out_with_an_agents_memory_from_the_store(data_dir: Path, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    keeper = Keeper(data_dir / "ruyi.db", NotebookOptions(), None)
+    keeper.notebook.add("project-a", "user", "prefers small diffs")
+    keeper.close()
+    capsys.readouterr()  # what making the store logged
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"model": "gpt-4o", "messages": session(3), "tools": None}))
+    assert main(["replay", str(trace), "--window", "32000", "--json", "--agent", "project-a"]) == 0
+    rows = json.loads(capsys.readouterr().out)["requests"]
+    assert all(r["layout"]["notebook"] > 0 for r in rows)
+    assert main(["replay", str(trace), "--window", "32000", "--json", "--agent", "project-b"]) == 0  # another agent: nothing of a's
+    assert all("notebook" not in r["layout"] for r in json.loads(capsys.readouterr().out)["requests"])
