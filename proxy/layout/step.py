@@ -10,6 +10,7 @@ from memory.forms.facts import is_chinese
 from memory.forms.render import compact as compact_form
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
+from proxy.know.window import num_ctx_for
 from proxy.layout.options import LayoutOptions
 from proxy.layout.placement import system_text, with_block, with_system
 from proxy.layout.sections import Section, anchors_text, block, core, full_system, relevant_anchors, reminder, terms
@@ -75,6 +76,8 @@ class LayoutPlanStep:
         blk = trailing_block(state.trailing)
         state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.trailing.items() if text})
         state.planned = (count(record["text"]) + GAP_TOKENS if record.get("text") else 0) + (count(blk) + GAP_TOKENS if blk else 0)
+        if m.num_ctx is not None and state.planned and self.config is not None:  # Ollama's num_ctx holds the sections too
+            m.num_ctx = num_ctx_for(m.tokens + round(state.planned * m.scale), m.requested, m.window.tokens, m.num_ctx, self.config.window)
         ctx.layout = state
         return messages
 

@@ -102,3 +102,13 @@ async def test_an_anthropic_sub_agent_gets_its_snapshot_after_the_system_blocks_
     first = bodies[0]["system"]
     assert first[0] == system[0] and first[1]["text"].startswith(f'<ruyi-snapshot parent="{parent_id}">') and not fake.anthropic_refused
     assert bodies[1]["system"] == first  # the snapshot and the stable part, byte for byte
+
+
+async def test_ollamas_num_ctx_holds_the_sections_too(make_proxy: MakeProxy, fake: FakeUpstream, tmp_path: Any) -> None:
+    (tmp_path / "AGENTS.md").write_text("# Rules\n" + "\n".join(f"- rule {i}: keep the change small and tested" for i in range(250)), encoding="utf-8")
+    proxy = await make_proxy("ollama", workspace={"root": str(tmp_path), "rules_max_chars": 20000})
+    client = ollama.AsyncClient(host=base_url(proxy), headers={"X-Ruyi-Agent": "o"})
+    prompt = "word " * 5500  # alone it fits the 8k step with its reserve; with the rules it does not
+    await client.chat(model="llama3.1:8b", messages=[{"role": "user", "content": prompt}], stream=False)
+    body = fake.last("/api/chat").json
+    assert "rule 249" in body["messages"][0]["content"] and body["options"]["num_ctx"] == 16384
