@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from structlog.testing import capture_logs
 
 from proxy import appkeys
-from tests.conftest import MakeProxy
+from tests.api.test_anchors_api import call
+from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 from tests.layout.test_step import TASK, chat, conversation, remember
 from tests.memory.cards.test_index import card
@@ -82,3 +84,6 @@ async def test_unreadable_memory_is_counted_and_the_rest_still_goes_in(make_prox
     assert failed and failed[0]["source"] == "memory"
     done = [e for e in logs if e["event"] == "request_done"]
     assert "layout_memory" in done[-1]["failed_steps"]
+    async with aiohttp.ClientSession() as http:
+        status, stats = await call(http, "GET", base_url(proxy) + "/ruyi/v1/stats", agent="pa")
+    assert status == 200 and stats["failed_open"]["layout_memory"] >= 1
