@@ -8,6 +8,7 @@ previous request, cost with caching at 10 %, needles, requests over the window),
 - ``off``: Ruyi adds nothing (pruning and archives as by default);
 - ``append``: the agent has a notebook (three entries), three active anchors (one constraint, two decisions), its
   workspace has an AGENTS.md (and a nested one) and three knowledge cards that match words the traces use;
+- ``append, cards about one project each``: six cards, each titled and tagged with one trace's project only;
 - ``append + metadata``: the same with the metadata section on every request (time, agent, model, usage);
 - ``full``: the seed's order (task, core template, notebook, rules) with metadata.
 """
@@ -43,6 +44,15 @@ CARDS = {
     "git.md": ("Making the patch", ["git", "diff", "patch"], "Keep the diff minimal; never reformat files you did not change."),
     "errors.md": ("Reading a traceback", ["Traceback", "Error", "Exception"], "Start from the last frame inside the repository."),
 }
+PROJECT_CARDS = {
+    "django.md": ("Django", ["django"], "Django: run makemigrations --check before a django patch."),
+    "sqlfluff.md": ("sqlfluff", ["sqlfluff"], "sqlfluff: a rule returns LintResult objects."),
+    "marshmallow.md": ("marshmallow", ["marshmallow"], "marshmallow: Nested takes a Schema."),
+    "astroid.md": ("astroid", ["astroid"], "astroid: infer() may yield Uninferable."),
+    "pvlib.md": ("pvlib", ["pvlib"], "pvlib: angles in degrees."),
+    "pydicom.md": ("pydicom", ["pydicom"], "pydicom: private tags need a private creator."),
+}
+"""Cards about one project each: the worst case's opposite, a card only where its project's words are."""
 RULES = "# Agent rules\n- Keep changes minimal and focused on the issue.\n- Add or update a test for every fix.\n"
 
 
@@ -51,9 +61,12 @@ def workspace(root: Path) -> None:
     (root / "src").mkdir(parents=True, exist_ok=True)
     (root / "AGENTS.md").write_text(RULES, encoding="utf-8")
     (root / "src" / "AGENTS.md").write_text("Sources live here; tests live in tests/.\n", encoding="utf-8")
-    cards = root / ".ruyi" / "knowledge-cards"
+    write_cards(root / ".ruyi" / "knowledge-cards", CARDS)
+
+
+def write_cards(cards: Path, found: dict[str, tuple[str, list[str], str]]) -> None:
     cards.mkdir(parents=True, exist_ok=True)
-    for name, (title, tags, body) in CARDS.items():
+    for name, (title, tags, body) in found.items():
         (cards / name).write_text(f"---\ntitle: {json.dumps(title)}\ntags: {json.dumps(tags)}\n---\n{body}\n", encoding="utf-8")
 
 
@@ -74,6 +87,7 @@ def variants(root: Path) -> dict[str, Any]:
         "layout off": ({"layout.mode": "off"}, False),
         "layout append (notebook, 3 anchors, AGENTS.md, cards)": ({**base}, True),
         "layout append, no cards": ({**base, "cards.project_dir": str(root / "no-cards")}, True),
+        "layout append, cards about one project each": ({**base, "cards.project_dir": str(root.parent / "project-cards")}, True),
         "layout append, cards every 5 steps": ({**base, "cards.trigger_interval": 5}, True),
         "layout append + metadata": ({**base, "layout.metadata": True}, True),
         "layout full": ({**base, "layout.mode": "full", "layout.core_template": "Follow the tool rules.\n{client_system}"}, True),
@@ -112,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     count = Cl100kCounter()
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ruyi-layout-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "workspace"
         workspace(root)
+        write_cards(Path(tmp) / "project-cards", PROJECT_CARDS)
         for window in (int(w) for w in args.windows.split(",")):
             rows: dict[str, ReplayResult] = {}
             for name, factory in variants(root).items():
