@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
 from memory.identity import agent_of_key
 from memory.session import SessionOptions
 from memory.store.base import StoreOptions
@@ -18,6 +19,7 @@ from proxy.know.tiers import TierOptions
 from proxy.know.tokens import TokenOptions
 from proxy.keep.keeper import NotebookOptions
 from proxy.know.window import OllamaOptions, WindowOptions
+from proxy.layout.options import LayoutOptions
 from proxy.longctx.archive import ArchiveOptions
 from proxy.longctx.retrieval import RetrievalOptions
 from proxy.longctx.turns import S0Options
@@ -242,6 +244,20 @@ class Config:
     retrieval: RetrievalOptions = field(default_factory=RetrievalOptions)
     summarizer: SummarizerOptions = field(default_factory=SummarizerOptions)
     notebook: NotebookOptions = field(default_factory=NotebookOptions)
+    layout: LayoutOptions = field(default_factory=LayoutOptions)
+    workspace: WorkspaceOptions = field(default_factory=WorkspaceOptions)
+    cards: CardsOptions = field(default_factory=CardsOptions)
+    agents: dict[str, AgentSettings] = field(default_factory=dict)
+    """Per-agent settings (``{agent-a: {workspace_root: …, cards_dir: …}}``) over ``workspace`` and ``cards``; an agent's
+    sub-agents (``agent-a/x``) share its entry unless they have their own."""
+
+    def __post_init__(self) -> None:
+        for agent in self.agents:
+            try:
+                _check_agent(agent.split("/", 1)[0])
+                _check_agent(agent.split("/", 1)[-1])
+            except ValueError as exc:
+                raise ValueError(f"agents: {exc}") from None
 
     def route_for(self, model: str | None) -> Route:
         """First route whose pattern matches the model, else the default route."""

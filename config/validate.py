@@ -52,6 +52,8 @@ def to_data(obj: Any) -> Any:
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [to_data(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_data(v) for k, v in obj.items()}
     return obj
 
 
@@ -88,6 +90,11 @@ def _coerce(tp: Any, value: Any, source: str, key: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(source, key, f"expected a list, got {_kind(value)}")
         return tuple(_coerce(item, v, source, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(source, key, f"expected a mapping, got {_kind(value)}")
+        key_type, item = args if args else (str, Any)
+        return {_coerce(key_type, k, source, key): _coerce(item, v, source, _join(key, str(k))) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return build(tp, value, source=source, path=key)
     if tp is Any:

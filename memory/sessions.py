@@ -20,9 +20,9 @@ from memory.store.base import Background, Report, Store, StoredSession, Usage
 from memory.unsaved import Unsaved, ref_ids
 
 log = structlog.get_logger(__name__)
-INHERITED_WHOLE = ("archives",)
-"""Decisions kept per session, not per message, that a child inherits whole (an archive says itself which prefix
-it covers, so one the child's messages do not carry never applies)."""
+INHERITED_WHOLE = ("archives", "layout")
+"""Decisions kept per session, not per message, that a child inherits whole (an archive says which prefix it covers,
+so one the child's messages do not carry never applies; the layout's stable part keeps the prefix shared)."""
 
 
 class SessionRegistry:

@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--model", metavar="NAME", help="model to count tokens for (default: the trace's)")
     rep.add_argument("--cache-read-price", metavar="R", type=float, help="price of a cached token relative to an uncached one (default: pruning.cache_read_ratio, 0.1)")
     rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    rep.add_argument("--agent", metavar="NAME", help="lay requests out with this agent's notebook and anchors (read from the store "
+                     "under store.data_dir), its workspace and cards (default: no memory; rules and cards from the config)")
     cfg = sub.add_parser("config", help="inspect configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
@@ -63,11 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--agent", metavar="A", required=True, help="the agent id (as /ruyi/v1/sessions shows it)")
     forget.add_argument("--session", metavar="S", help="only this session of the agent")
     forget.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    from proxy.keep.cards_command import add_parsers as add_cards_parsers
     from proxy.keep.command import add_parsers as add_memory_parsers
     from proxy.longctx.command import add_parsers
 
     add_parsers(sub)
     add_memory_parsers(sub)
+    add_cards_parsers(sub)
     return parser
 
 
@@ -92,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             from proxy.keep.command import run
 
             return run(args)
+        if args.command == "cards":
+            from proxy.keep.cards_command import run as run_cards
+
+            return run_cards(args)
         if args.command in ("session", "archive"):
             from proxy.longctx.command import run
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from proxy.dialects.base import Assembled
     from proxy.keep.keeper import Keeper
     from proxy.know.measure import Measurement
+    from proxy.layout.step import LayoutState
     from proxy.longctx.request import RequestMemory
     from proxy.rewrite.pruning import Outcome
 
@@ -57,6 +58,10 @@ class RequestContext:
     """The canonical messages new in this request (what anchors are captured from, and the session's facts learned)."""
     parent_id: str | None = None
     """``X-Ruyi-Parent``: the session this request's session is a sub-agent of, said explicitly."""
+    task: str | None = None
+    """``X-Ruyi-Task``: the task instruction of the ``full`` layout (else the first user message)."""
+    layout: LayoutState | None = None
+    """The layout of this request (the stable part in force, the per-request block), once planned."""
     keeper: Keeper | None = None
     """The app's memory of agents (anchors, notebook, sub-agent snapshots), for the steps that read it; None offline."""
     facts: dict[str, Any] = field(default_factory=dict)

@@ -39,6 +39,7 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     ctx.stream = dialect.is_stream(body)
     keeper = ctx.keeper = app[appkeys.KEEPER]
     ctx.parent_id = request.headers.get("X-Ruyi-Parent")  # a sub-agent that names its parent session
+    ctx.task = request.headers.get("X-Ruyi-Task")  # the task instruction of the full layout
     with keeper.activity.busy(ctx.agent_id):  # the agent is not idle (its notebook is not compacted) while this runs
         if fresh_conversation(body, request.headers):  # maybe a sub-agent's first request: its parent's task call is known first
             await keeper.settle_agent(ctx.agent_id)

@@ -111,6 +111,15 @@ MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL, PRIMARY KEY (agent_id, session_id, form)
     ) WITHOUT ROWID;
     """,
+    # 5: draft knowledge cards an archive proposed (memory/cards/sqlite_drafts.py); rejected ones also go in `rejected`
+    """
+    CREATE TABLE card_drafts (
+        agent_id TEXT NOT NULL, draft_id INTEGER NOT NULL, key TEXT NOT NULL, title TEXT NOT NULL, tags TEXT NOT NULL,
+        body TEXT NOT NULL, status TEXT NOT NULL, session_id TEXT, path TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        PRIMARY KEY (agent_id, draft_id)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX card_drafts_by_key ON card_drafts (agent_id, key);
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

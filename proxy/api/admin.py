@@ -99,7 +99,8 @@ async def forget_session(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     """What failed open since start-up (per step: a rewrite not sent because its body could not be built,
-    ``dialect``, or its decisions could not be written, ``store_write``), the durable writes before forwarding
+    ``dialect``, or its decisions could not be written, ``store_write``; a layout section whose source failed,
+    ``layout_memory``, ``layout_rules``, ``layout_cards``…), the durable writes before forwarding
     (failed, waiting, dropped while the store kept failing) the background writer's counts, the upstream pool's use, and
     where requests were rewritten (on the loop: small ones of sessions in memory; else in a worker thread), and what the
     agent's memory did with its summarizer (notebook compactions; forms refined or kept; proposals by the LLM or
@@ -111,9 +112,13 @@ async def stats(request: web.Request) -> web.Response:
     writes = measurer.sessions.unsaved_stats() if measurer.store is not None else None
     slots = request.app[appkeys.SLOTS]
     pool = {"max_connections": slots.limit, "in_use": slots.in_use, "refused": slots.refused}
+    pipeline = request.app[appkeys.PIPELINE]
+    failed = dict(pipeline.failures)
+    for step in pipeline.steps:  # a section left out because its source failed (the layout's notebook, rules, cards…)
+        failed.update({f"layout_{what}": n for what, n in getattr(getattr(step, "sources", None), "failures", {}).items()})
     keeper = request.app[appkeys.KEEPER]
     kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts)}
-    return web.json_response({"failed_open": dict(request.app[appkeys.PIPELINE].failures), "store_writes": writes, "store_queue": queue,
+    return web.json_response({"failed_open": failed, "store_writes": writes, "store_queue": queue,
                               "upstream_pool": pool, "rewrites": dict(measurer.offload.where), "memory": kept})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -10,13 +11,13 @@ from pathlib import Path
 from aiohttp import web
 
 from config.schema import Config
+from memory.cards.workspace import Shelf, for_agent
 from memory.store.backend import open_recall, open_store
 from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys
 from proxy import flow as chat
-from proxy.api import admin, anchors, forms, notebook
-from proxy.api import admin, anchors, forms, notebook
+from proxy.api import admin, anchors, cards, forms, notebook
 from proxy.api import archive as archive_api
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
@@ -55,6 +56,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     admin.add_routes(app)
     anchors.add_routes(app)
     notebook.add_routes(app)
+    cards.add_routes(app)
     forms.add_routes(app)
     archive_api.add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)
@@ -79,7 +81,8 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     summarizer = LLMSummarizer(config.summarizer) if config.summarizer.model else None
     app[appkeys.LONGCTX] = longctx = LongCtx(config.archive, config.pruning.tool_table(), config.s0, open_recall(config.store, store), summarizer)
     app[appkeys.KEEPER] = keeper = Keeper(Path(store.location) if store is not None else None, config.notebook, summarizer,
-                                          config.store.busy_timeout_ms, offload.run)
+                                          config.store.busy_timeout_ms, offload.run, workspaces=functools.partial(for_agent, config),
+                                          shelf=Shelf(config.cards.recheck_seconds))
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)
     yield
     await longctx.close()

@@ -8,11 +8,14 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memory.anchors.anchor import AnchorError
 from memory.anchors.render import compact, export, full
+from memory.cards.sqlite_drafts import DraftError
+from memory.cards.workspace import AgentWorkspace
 from memory.notebook.render import injected, markdown
 from memory.notebook.sections import ENGLISH, SECTIONS, NotebookError
 from memory.notebook.sqlite_notebook import Notebook
@@ -39,8 +42,8 @@ class Local:
     """The store's file itself (safe while Ruyi runs: each change one transaction; the server sees it on its next read)."""
 
     def __init__(self, path: Path | None, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions,
-                 session: str | None = None) -> None:
-        self.keeper = Keeper(path, notebook, LLMSummarizer(summarizer) if summarizer.model else None)
+                 session: str | None = None, workspaces: Callable[[str], AgentWorkspace] | None = None) -> None:
+        self.keeper = Keeper(path, notebook, LLMSummarizer(summarizer) if summarizer.model else None, workspaces=workspaces)
         self.agent = agent
         self.path = path
         self.child = self._child(session) if session is not None else None
@@ -69,7 +72,7 @@ class Local:
     def call(self, method: str, what: str, *args: Any) -> Answer:
         try:
             return getattr(self, what)(*args)
-        except (AnchorError, NotebookError) as exc:
+        except (AnchorError, NotebookError, DraftError) as exc:
             raise CommandError(str(exc)) from None
 
     def anchors_create(self, body: dict[str, Any]) -> Answer:
@@ -137,6 +140,27 @@ class Local:
         nb = self.keeper.notebook.judge(self.agent, section, index, accept, self.child)
         return (404, None) if nb is None else (200, _notebook(nb))
 
+    def cards_search(self, query: dict[str, str | None]) -> Answer:
+        keywords, found, skipped = self.keeper.organizer.search(self.agent, query.get("q"))
+        return 200, {"agent_id": self.agent, "query": query.get("q"), "keywords": keywords,
+                     "cards": [c.view(with_body=bool(query.get("q"))) for c in found],
+                     "skipped": [{"path": str(p), "reason": why} for p, why in sorted(skipped.items())]}
+
+    def cards_drafts(self, query: dict[str, str | None]) -> Answer:
+        return 200, {"agent_id": self.agent, "drafts": [d.view() for d in self.keeper.organizer.drafts.list(self.agent, query.get("status"))]}
+
+    def cards_judge(self, draft_id: int, verdict: str) -> Answer:
+        act = self.keeper.organizer.accept if verdict == "accept" else self.keeper.organizer.reject
+        done = act(self.agent, draft_id)
+        return (404, None) if done is None else (200, {"agent_id": self.agent, "draft": done.view()})
+
+    def workspace(self) -> Answer:
+        ws, rules = self.keeper.organizer.rules(self.agent)
+        return 200, {"agent_id": self.agent, "workspace_root": str(ws.workspace_root) if ws.workspace_root else None,
+                     "card_dirs": [str(f) for f in ws.card_dirs], "rule_names": list(ws.rule_names),
+                     "rules": {"files": [str(f) for f in rules.files], "chars": rules.chars, "cut": rules.cut,
+                               "problems": list(rules.problems), "text": rules.text}}
+
 
 ROUTES: dict[str, tuple[str, str]] = {
     "anchors_create": ("POST", "/anchors"), "anchors_list": ("GET", "/anchors"), "anchors_get": ("GET", "/anchors/{0}"),
@@ -144,6 +168,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "memo_add": ("POST", "/notebook/{0}"), "memo_put": ("PUT", "/notebook/{0}"), "memo_compact": ("POST", "/notebook/compact"),
     "memo_versions": ("GET", "/notebook/versions"), "memo_rollback": ("POST", "/notebook/rollback/{0}"),
     "memo_judge": ("POST", "/notebook/{0}/{1}/{2}"), "session_form": ("GET", "/sessions/{0}/forms/{1}"),
+    "cards_search": ("GET", "/cards"), "cards_drafts": ("GET", "/cards/drafts"), "cards_judge": ("POST", "/cards/drafts/{0}/{1}"),
+    "workspace": ("GET", "/workspace"),
 }
 
 
@@ -179,6 +205,8 @@ class Remote:
             query = {"format": "markdown"}
         elif what == "memo_judge":
             args = (args[0], args[1], "accept" if args[2] else "reject")
+        elif what in ("cards_search", "cards_drafts"):
+            query, args = {k: v for k, v in args[0].items() if v}, ()
         if what.startswith("memo_") and self.session is not None:
             query["session"] = self.session
         path = template.format(*(urllib.parse.quote(str(a), safe="") for a in args))
@@ -192,7 +220,7 @@ class Remote:
             answer = _decode(exc.headers.get_content_type(), exc.read())
             if isinstance(answer, dict) and "how" in answer:  # a compaction that changed nothing says how
                 return exc.code, answer
-            if exc.code == 404 and what in ("anchors_get", "anchors_patch", "memo_rollback", "memo_judge", "session_form"):
+            if exc.code == 404 and what in ("anchors_get", "anchors_patch", "memo_rollback", "memo_judge", "session_form", "cards_judge"):
                 return 404, None
             message = answer.get("error", {}).get("message") if isinstance(answer, dict) and isinstance(answer.get("error"), dict) else answer
             raise CommandError(f"{exc.code}: {message}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -91,7 +92,9 @@ def open_target(args: argparse.Namespace) -> Local | Remote:
         return Remote(args.server, args.agent, key, session)
     config = load_config(args.config, os.environ)
     path = Path(config.store.data_dir) / "ruyi.db" if config.store.backend == "sqlite" else None
-    return Local(path, args.agent or "default", config.notebook, config.summarizer, session)
+    from memory.cards.workspace import for_agent
+
+    return Local(path, args.agent or "default", config.notebook, config.summarizer, session, functools.partial(for_agent, config))
 
 
 def run(args: argparse.Namespace) -> int:

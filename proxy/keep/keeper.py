@@ -13,6 +13,8 @@ import structlog
 
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
+from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
+from memory.cards.workspace import AgentWorkspace, Shelf, workspace_of
 from memory.forms.children import importance
 from memory.forms.facts import learn
 from memory.forms.render import SessionState
@@ -25,6 +27,7 @@ from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
 from proxy.keep.refiner import Refiner
 from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
+from proxy.keep.organizer import Organizer
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
@@ -69,13 +72,17 @@ class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
     def __init__(self, path: Path | None, options: NotebookOptions, summarizer: LLMSummarizer | None, busy_timeout_ms: int = 5000,
-                 run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time,
+                 workspaces: Callable[[str], AgentWorkspace] | None = None, shelf: Shelf | None = None) -> None:
         self.db = Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
         self.anchors = AnchorBook(self.db, clock, redact)
         self.notebook = NotebookStore(self.db, clock, redact)
         self.sessions = SessionMemory(self.db, clock, redact)
+        self.shelf = shelf or Shelf()
+        """Card indexes and project rules, shared by every request (the layout step reads them through ``ctx.keeper``)."""
+        self.organizer = Organizer(self.db, workspaces or _shared_workspace, self.shelf, clock, redact)
         self.spawns = Spawns(clock)
         self.spawns.restore(self.sessions.task_calls(clock() - SPAWN_TTL_S, SPAWNS_KEPT))  # calls made before a restart
         self.activity = Activity()
@@ -195,6 +202,8 @@ class Keeper:
         changed = [p for p, a in facts.get("files", []) if a == "changed"][-4:]
         history = f"session {session_id} archived {span}" + (f": changed {', '.join(changed)}" if changed else "") + (
             f"; last error {facts['errors'][-1][:80]}" if facts.get("errors") else "")
+        drafts = self.organizer.archived(agent_id, session_id, archive["messages"])  # draft cards: extractive, proposed
+        log.info("archive_card_drafts", agent_id=agent_id, session_id=session_id, card_drafts=[d.draft_id for d in drafts])
         return history, propose(archive["messages"], history)
 
     def apply(self, agent_id: str, session_id: str, found: Proposals, how: str) -> dict[str, Any]:
@@ -296,6 +305,11 @@ class Keeper:
                 await self.compact_idle()
             except Exception:  # noqa: BLE001 - the next round tries again
                 log.warning("notebook_compaction_failed", exc_info=True)
+
+
+def _shared_workspace(agent_id: str) -> AgentWorkspace:
+    """Without per-agent settings (a keeper made outside the app): the default folders."""
+    return workspace_of(CardsOptions(), WorkspaceOptions(), dict[str, AgentSettings](), agent_id)
 
 
 def _archive_of(ctx: RequestContext) -> dict[str, Any] | None:

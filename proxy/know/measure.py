@@ -71,6 +71,8 @@ class Measurement:
     """The model's calibration ratio (reported / estimated) this request was measured with."""
     turn: Turn | None = None
     """This request's turn in its session (``with m.turn:`` around its rewrite)."""
+    requested: int | None = None
+    """The answer's tokens the request asks for (``max_tokens``, ``num_predict``), if it says."""
 
     @property
     def usage(self) -> float:
@@ -216,7 +218,7 @@ class Measurer:
                     num_ctx = num_ctx_for(tokens, requested, window.tokens, self.loaded.num_ctx(key), self.config.window)
             m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
                             prompt.total + exact, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled), num_ctx,
-                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn)
+                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested)
             in_force = num_ctx or (window.tokens if window.source == "request" else None)
             if ollama and api == "openai":
                 in_force = self.config.ollama.default_context

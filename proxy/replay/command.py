@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from config.schema import Config
+from proxy.keep.keeper import Keeper
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Message, Prices, StderrProgress, Tools, format_table, load_trace, replay
 from proxy.know.tokens import PromptTokens, TokenCounter
@@ -28,14 +29,25 @@ def run_replay(args: argparse.Namespace, config: Config) -> int:
     config = replace(config, pruning=replace(config.pruning, cache_read_ratio=ratio))
     model = args.model or trace.model or "gpt-4o"
     counter = TokenCounter(config.tokens)
-    ruyi = OfflineRuyi(config, model, args.window, counter)
-    result = replay(trace.messages, trace.tools, ruyi, ruyi.window, _Counts(counter, model), Prices(cache_read=ratio),
-                    trace=Path(args.trace).name, progress=StderrProgress(Path(args.trace).name))
+    keeper = _keeper(config) if getattr(args, "agent", None) else None
+    try:
+        ruyi = OfflineRuyi(config, model, args.window, counter, keeper=keeper, agent_id=getattr(args, "agent", None) or "offline")
+        result = replay(trace.messages, trace.tools, ruyi, ruyi.window, _Counts(counter, model), Prices(cache_read=ratio),
+                        trace=Path(args.trace).name, progress=StderrProgress(Path(args.trace).name))
+    finally:
+        if keeper is not None:
+            keeper.close()
     if args.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
         print(format_table(result))
     return 0
+
+
+def _keeper(config: Config) -> Keeper:
+    """The agent's memory on the store's file (an empty one in memory without a SQLite store)."""
+    path = Path(config.store.data_dir) / "ruyi.db" if config.store.backend == "sqlite" else None
+    return Keeper(path if path is not None and path.exists() else None, config.notebook, None)
 
 
 class _Counts:

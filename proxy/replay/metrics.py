@@ -28,15 +28,37 @@ def canonical(message: Message) -> str:
 
 
 def cached_prefix(previous: Sequence[str] | None, current: Sequence[str], counts: Sequence[int], tools: int) -> int:
-    """Tokens of ``current`` identical to the start of ``previous`` (canonical strings), tools included."""
+    """Tokens of ``current`` identical to the start of ``previous`` (canonical strings), tools included. A prompt
+    cache matches a prefix, not whole messages: where the previous request's copy of a message is this one with a
+    block of Ruyi's appended (recall, the layout's per-request block), the message's own tokens are still cached."""
     if previous is None:
         return 0
     n = tools
     for before, now, tokens in zip(previous, current, counts):
         if before != now:
+            n += tokens if appended_to(before, now) else 0
             break
         n += tokens
     return n
+
+
+def appended_to(before: str, now: str) -> bool:
+    """Whether ``before`` (canonical) is ``now`` with a block of Ruyi's after its content, and nothing else changed."""
+    if APPENDED.strip() not in before:
+        return False
+    old, new = json.loads(before), json.loads(now)
+    was, content = old.pop("content", None), new.pop("content", None)
+    if old != new:
+        return False
+    if isinstance(was, str) and isinstance(content, str):
+        return was.startswith(content + APPENDED) if content else was.startswith(APPENDED.strip())
+    if isinstance(was, list) and isinstance(content, list) and len(was) > len(content) and was[: len(content)] == content:
+        return all(isinstance(p, dict) and str(p.get("text", "")).startswith(APPENDED.strip()) for p in was[len(content):])
+    return False
+
+
+APPENDED = "\n\n<ruyi-"
+"""What follows a message's own text when Ruyi appended a block to it."""
 
 
 def needle_indices(messages: Sequence[Message], archived: bool = False) -> list[int]:
@@ -65,9 +87,11 @@ def needles_kept(original: Sequence[Message], canon: Sequence[str], rewritten: S
             available[canon[i]] -= 1
             kept += 1
             continue
-        text = _text(original[i])
-        if original[i].get("role") == "system" and text:
+        text, role = _text(original[i]), original[i].get("role")
+        if role == "system" and text:
             kept += any(m.get("role") == "system" and text in (_text(m) or "") for m in rewritten)
+        elif text:  # verbatim, with a block of Ruyi's appended for this request (recall, the layout's)
+            kept += any(m.get("role") == role and (_text(m) or "").startswith(text + APPENDED) for m in rewritten)
     return len(indices), kept
 
 

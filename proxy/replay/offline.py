@@ -30,8 +30,13 @@ class OfflineRuyi:
     Background work (summaries prepared ahead of need) that a real session would have finished between two
     requests is finished before the next one."""
 
-    def __init__(self, config: Config, model: str, window: int | None = None, counter: TokenCounter | None = None) -> None:
+    def __init__(self, config: Config, model: str, window: int | None = None, counter: TokenCounter | None = None,
+                 keeper: Any = None, agent_id: str = "offline") -> None:
         self.config = config
+        self.keeper = keeper
+        """The agent's memory (proxy.keep.keeper.Keeper) the layout reads; None: no notebook or anchors."""
+        self.agent_id = agent_id
+        """Whose memory, workspace and cards the layout uses (its sessions here are the replay's own)."""
         self.model = model
         self.window = window or window_for(model, config.window).tokens
         self.counter = counter or TokenCounter(config.tokens)
@@ -52,6 +57,12 @@ class OfflineRuyi:
         calls, summarizer.calls = summarizer.calls, []
         return [(n, 0) for n in calls]
 
+    def layout_sections(self) -> dict[str, int]:
+        """The tokens each layout section added to the last request (empty: none)."""
+        outcome = self.contexts[0].pruning if self.contexts else None
+        layout = outcome.report.get("layout") if outcome is not None else None
+        return dict(layout["sections"]) if isinstance(layout, dict) else {}
+
     @property
     def pruner(self) -> Any:
         return next(step.pruner for step in self.pipeline.steps if hasattr(step, "pruner"))
@@ -59,21 +70,21 @@ class OfflineRuyi:
     def __call__(self, messages: Messages, tools: Sequence[Any] | None = None) -> Messages:
         chain = self.fingerprinter.chain(messages)
         prompt = self.counter.count(self.model, messages, list(tools) if tools else None, chain)
-        resolution = self.sessions.resolve("offline", chain)
+        resolution = self.sessions.resolve(self.agent_id, chain)
         session = resolution.session
         budget = budget_for(self.window, None, self.config.window)
         m = Measurement(session, resolution.how, resolution.new_messages, chain.links, resolution.shared, prompt.total,
                         prompt.total, Window(self.window, "config"), budget, tier_for(budget.usage(prompt.total), self.config.tiers, self.config.archive.enabled),
                         None, self.counter.text_counter(self.model), prompt.messages)
-        ctx = RequestContext("offline", "openai", model=self.model)
+        ctx = RequestContext("offline", "openai", model=self.model, agent_id=self.agent_id, keeper=self.keeper)
         target = summarizer.target(self.model, None, None, None) if (summarizer := self.longctx.summarizer) is not None else None
         ctx.measurement, ctx.longctx = m, RequestMemory(self.longctx, messages, target=target)
         out = self.pipeline.run(messages, ctx)
         outcome = ctx.pruning
         if outcome is not None:
-            self.sessions.decide("offline", session.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at,
+            self.sessions.decide(self.agent_id, session.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at,
                                  outcome.clear_batch_retry)
-            self.sessions.record("offline", session.session_id, prompt_tokens=outcome.tokens_after, report=outcome.report,
+            self.sessions.record(self.agent_id, session.session_id, prompt_tokens=outcome.tokens_after, report=outcome.report,
                                  reports_max=self.config.pruning.reports_kept)
             self.outcomes.append(outcome)
         mem = ctx.longctx
@@ -81,7 +92,7 @@ class OfflineRuyi:
             first = mem.restart.archive["head"] if mem.restart is not None else None
             self.longctx.prepare_for(mem, m, first)
             if target is not None:
-                state = self.longctx.memory("offline", session.session_id)
+                state = self.longctx.memory(self.agent_id, session.session_id)
                 asyncio.run(self.longctx.prepare_s1(state, mem, m))
         self.contexts[:] = [ctx]
         return out

@@ -149,6 +149,8 @@ class RequestRow:
     """Whether this request made a new archive."""
     summarizer_tokens: int = 0
     """Tokens of summarizer calls made for this request (priced like requests, in ``cost``)."""
+    layout: dict[str, int] = field(default_factory=dict)
+    """Tokens each layout section added to this request (notebook, anchors, rules, compact, metadata, cards, delta)."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,7 @@ def replay(
     prev_canon: list[str] | None = None
     prev_tokens, prev_archive = 0, 0
     side_requests = getattr(rewrite, "side_requests", None)
+    layout_sections = getattr(rewrite, "layout_sections", None)
     for index, end in enumerate(ends):
         original = messages[:end]
         sent = rewrite(list(original), tools)
@@ -283,6 +286,7 @@ def replay(
             cost, prices.cost(before.total, cached_original),
             needles, kept, orphans(sent), invalid_arguments(sent), after.total > window,
             number, number != prev_archive and number > 0, sum(n for n, _ in side),
+            layout_sections() if layout_sections is not None else {},
         ))  # fmt: skip
         prev_archive = number
         prev_canon, prev_tokens = sent_canon, sum(after.messages) + after.tools
@@ -313,13 +317,15 @@ def _pct(x: float) -> str:
 
 def format_table(result: ReplayResult) -> str:
     """Per-request table and totals, as fixed-width text."""
-    head = f"{'#':>4} {'msgs':>5} {'tokens':>8} {'sent':>8} {'cached':>8} {'needles':>9} {'orph':>4} {'badargs':>7} {'archive':>7}  over"
+    head = (f"{'#':>4} {'msgs':>5} {'tokens':>8} {'sent':>8} {'cached':>8} {'needles':>9} {'orph':>4} {'badargs':>7} {'archive':>7} "
+            f"{'layout':>6}  over")
     lines = [head, "-" * len(head)]
     for r in result.rows:
         archive = (f"new {r.archive}" if r.archived else str(r.archive)) if r.archive else ""
         lines.append(
             f"{r.index:>4} {r.messages:>5} {r.tokens_original:>8} {r.tokens_sent:>8} {r.cached:>8} "
-            f"{f'{r.needles_kept}/{r.needles}':>9} {r.orphans:>4} {r.invalid_args:>7} {archive:>7}  {'yes' if r.over_window else ''}"
+            f"{f'{r.needles_kept}/{r.needles}':>9} {r.orphans:>4} {r.invalid_args:>7} {archive:>7} {sum(r.layout.values()) or '':>6}"
+            f"  {'yes' if r.over_window else ''}"
         )
     t = result.totals
     lines += [
@@ -336,4 +342,10 @@ def format_table(result: ReplayResult) -> str:
         f"invalid tool args   {t.invalid_args}",
         f"archives            {t.archives}" + (f"  (summarizer calls: {t.summarizer_tokens:,} tokens, in the cost)" if t.summarizer_tokens else ""),
     ]
+    sections: dict[str, int] = {}
+    for r in result.rows:
+        for name, n in r.layout.items():
+            sections[name] = sections.get(name, 0) + n
+    if sections:
+        lines.append("layout sections     " + " · ".join(f"{name} {n:,}" for name, n in sections.items()) + " tokens in all requests")
     return "\n".join(lines)

@@ -224,6 +224,8 @@ def _with_messages(dialect: Dialect, body: dict[str, Any], before: list[dict[str
     """The body with the rewritten messages; None when the dialect cannot build it."""
     try:
         positions = ctx.longctx.positions if ctx.longctx is not None else None
+        if ctx.layout is not None and ctx.layout.positions is not None:  # the layout placed its sections
+            positions = ctx.layout.positions
         return dialect.with_messages(body, before, after, positions)
     except (ValueError, KeyError, IndexError, TypeError):
         log.warning("dialect_rewrite_failed", request_id=ctx.request_id, exc_info=True)

@@ -17,7 +17,10 @@ def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     batches = {"applied": 0, "economic": 0, "too_small": 0, "overflow": 0, "requested": 0}
     archives = [r["archive"] for r in reports if isinstance(r.get("archive"), dict)]
     not_applied = 0
+    layout: dict[str, int] = {}
     for report in reports:
+        for name, n in (report.get("layout") or {}).get("sections", {}).items():  # what the layout added, applied or not
+            layout[name] = layout.get(name, 0) + n
         if not report.get("applied", report.get("mode", "on") == "on"):
             not_applied += 1
             continue
@@ -36,6 +39,7 @@ def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "requests": len(reports),
         "archives": archives,
         "not_applied": not_applied,
+        "layout": layout,
         "latest": latest,
     }
 
@@ -61,6 +65,12 @@ def markdown(session_id: str, reports: Sequence[dict[str, Any]]) -> str:
                   f"- batches at the prune tier: {s['batches']['applied']}, paying for themselves below it:"
                   f" {s['batches']['economic']}, too small to apply: {s['batches']['too_small']},"
                   f" overflow retries: {s['batches']['overflow']}"]
+    if latest.get("layout"):
+        added = latest["layout"]
+        lines += ["", f"### Added by the layout ({added['mode']}; stable part {'built' if added['built'] else 'kept'})",
+                  "| section | tokens |", "|---|---|"]
+        lines += [f"| {name} | ~{n:,} |" for name, n in added["sections"].items()]
+        lines.append(f"| **total** | **~{added['tokens']:,}** |")
     if s["archives"]:
         lines += ["", "### Archived (archive + restart)", "| # | messages | turns | why | tokens before → after | summary |", "|---|---|---|---|---|---|"]
         for a in s["archives"]:

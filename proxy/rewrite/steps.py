@@ -8,6 +8,8 @@ from config.schema import Config
 from memory.session import How
 from proxy.context import RequestContext
 from proxy.rewrite.pipeline import Step
+from proxy.layout.options import LayoutOptions
+from proxy.layout.step import layout_steps, snapshot_after_system, tokens_planned
 from proxy.rewrite.archiving import ArchiveStep, RecallStep, RestartStep
 from proxy.rewrite.pruning import Pruner
 
@@ -47,6 +49,7 @@ class PruneStep:
         # a saving is credited over the requests the session is expected to go on for: after an archive, the
         # session restarted (what is pruned now goes with the next archive), so its age counts from there
         seen = m.session.requests - int(view.archive.get("request", 0)) if view is not None else m.session.requests
+        raw += tokens_planned(ctx)  # what the layout adds counts toward the window
         outcome = self.pruner.rewrite(messages, links, shared, m.session.decisions, m.session.batch_retry_at, raw,
                                       m.budget, m.count_text, message_tokens, max(1, seen), harder=harder, scale=m.scale,
                                       forced=forced)
@@ -60,14 +63,22 @@ class SnapshotStep:
 
     name = "snapshot"
 
+    def __init__(self, layout: LayoutOptions | None = None) -> None:
+        self.layout = layout or LayoutOptions()
+
     def apply(self, messages: list[dict[str, Any]], ctx: RequestContext) -> list[dict[str, Any]]:
         m, keeper = ctx.measurement, ctx.keeper
-        if m is None or keeper is None or ctx.mode != "on":
+        if m is None or keeper is None or ctx.mode != "on" or self.layout.mode == "off":
             return messages
         snapshot = keeper.snapshot_for(m.session.agent_id, m.session.session_id, m.how == How.NEW, messages, ctx.parent_id)
-        return messages if snapshot is None else keeper.inject(messages, snapshot)
+        if snapshot is None:
+            return messages
+        if ctx.wire == "anthropic" and ctx.layout is not None:  # system blocks are never rewritten: it follows them
+            return snapshot_after_system(messages, snapshot, ctx.layout, ctx.longctx.positions if ctx.longctx is not None else None)
+        return keeper.inject(messages, snapshot)
 
 
 def default_steps(config: Config) -> list[Step]:
-    return [NoteStep(), RestartStep(), PruneStep(Pruner(config.pruning, config.tiers)), ArchiveStep(config.archive, config.tiers),
-            RecallStep(config.retrieval), SnapshotStep()]
+    plan, layout = layout_steps(config.layout, config)
+    return [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)), ArchiveStep(config.archive, config.tiers),
+            RecallStep(config.retrieval), SnapshotStep(config.layout), layout]

@@ -198,3 +198,17 @@ def test_ruyi_replay_takes_an_anthropic_trace(tmp_path: Any, capsys: pytest.Capt
     assert main(["replay", str(trace), "--window", "16000", "--json", "--model", "claude-opus-4-5"]) == 0
     totals = json.loads(capsys.readouterr().out)["totals"]
     assert totals["tokens_sent"] < totals["tokens_original"] and totals["orphans"] == 0
+
+
+def test_a_message_whose_previous_copy_carried_a_block_of_ruyis_is_still_a_cached_prefix() -> None:
+    system, user = {"role": "system", "content": "S"}, {"role": "user", "content": "run the tests"}
+    blocked = {"role": "user", "content": "run the tests\n\n<ruyi-context>\n- time: now\n</ruyi-context>"}
+    parts = {"role": "user", "content": [{"type": "text", "text": "run the tests"}]}
+    parts_blocked = {"role": "user", "content": [{"type": "text", "text": "run the tests"}, {"type": "text", "text": "<ruyi-context>x</ruyi-context>"}]}
+    reply = {"role": "assistant", "content": "ok"}
+    assert cached_prefix([canonical(system), canonical(blocked)], [canonical(m) for m in (system, user, reply)], [5, 6, 7], 0) == 11
+    assert cached_prefix([canonical(parts_blocked)], [canonical(parts), canonical(reply)], [6, 7], 0) == 6
+    edited = {"role": "user", "content": "run the tests again\n\n<ruyi-context>x</ruyi-context>"}
+    assert cached_prefix([canonical(system), canonical(edited)], [canonical(m) for m in (system, user, reply)], [5, 6, 7], 0) == 5
+    other = {"role": "tool", "content": blocked["content"], "tool_call_id": "c1"}
+    assert cached_prefix([canonical(other)], [canonical({**user, "role": "tool", "tool_call_id": "c2"})], [6], 0) == 0
