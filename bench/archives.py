@@ -8,7 +8,9 @@ Every trace is replayed as its requests through Ruyi (default config) at each wi
   task (its first 60 characters);
 - regrowth: how far the session grew between an archive and the next one made at the archive tier, as a share of
   the window (an archive made because the request would not fit at all is counted apart);
-- time: each request's rewrite time, measured in the same run; an archiving request's extra time is compared with
+- time: each request's rewrite time, as CPU time of the thread that rewrites it (the machine's load moves wall
+  time far more), without the background preparation a replay runs before the next request, measured in the
+  same run; an archiving request's extra time is compared with
   the median of the ordinary requests of the same window, and with the median of the 5 requests of its session
   just before it (as long, give or take a turn) (the target: at most 2× an ordinary request's).
 """
@@ -53,9 +55,9 @@ def run(window: int, traces: list) -> dict:
         previous_after, recent = None, []
         for end in request_ends(trace.messages):
             messages = trace.messages[:end]
-            started = time.perf_counter()
+            started = time.thread_time()
             ruyi(messages, trace.tools)
-            took = (time.perf_counter() - started) * 1000
+            took = (time.thread_time() - started - ruyi.background_seconds) * 1000  # the request's own CPU time
             mem = ruyi.contexts[0].longctx
             if mem is None or mem.archived is None:
                 ordinary.append(took)

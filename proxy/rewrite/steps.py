@@ -69,5 +69,5 @@ class SnapshotStep:
 
 
 def default_steps(config: Config) -> list[Step]:
-    return [NoteStep(), RestartStep(), PruneStep(Pruner(config.pruning, config.tiers)), ArchiveStep(config.archive, config.tiers),
+    return [NoteStep(), RestartStep(), PruneStep(Pruner(config.pruning, config.tiers)), ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio),
             RecallStep(config.retrieval), SnapshotStep()]

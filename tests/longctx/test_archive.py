@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from proxy.longctx.archive import early_point
 from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -134,3 +135,10 @@ async def test_an_upstream_that_says_too_long_gets_an_archive_on_the_one_retry(m
     fake.max_prompt_chars = None
     await post(proxy, client + turn(30))  # the retry was accepted: its archive is kept, the session goes on from it
     assert forwarded(fake)[: len(chats[1])] == chats[1]
+
+
+def test_an_early_archive_pays_later_the_cheaper_a_cached_token_and_never_in_a_session_that_does_not_grow() -> None:
+    assert early_point(4000, 0, 0.1) == float("inf")
+    cached, uncached = early_point(4000, 300, 0.1), early_point(4000, 300, 1.0)
+    assert 4000 < uncached < cached  # without a cache a smaller request is cheaper at once; with one, the prefix is cheap
+    assert round(cached) == 4000 + round((2 * 4000 * 300 / 0.1) ** 0.5)
