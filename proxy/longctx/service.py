@@ -218,7 +218,9 @@ class LongCtx:
             state = self.memory(s.agent_id, s.session_id)
             with self._lock:
                 state.unwritten.difference_update(c.chunk_id for c in done.summary.new)
-            self._put([ArchiveRow(s.agent_id, s.session_id, done.record["id"], done.record["number"], archive_body(done, mem.messages))])
+            task = asyncio.get_running_loop().create_task(self._keep_archive(s.agent_id, s.session_id, done, mem.messages))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         if mem.prepare_until is None:
             return
         state = self.memory(s.agent_id, s.session_id)
@@ -228,6 +230,14 @@ class LongCtx:
         task = asyncio.get_running_loop().create_task(self._prepare(state, mem, m))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _keep_archive(self, agent_id: str, session_id: str, done: Archived, client: Sequence[Mapping[str, Any]]) -> None:
+        """Write an archive with its forms, made in a worker thread (its normal form is a summary of its own)."""
+        try:
+            body = await asyncio.to_thread(archive_body, done, client)
+            self._put([ArchiveRow(agent_id, session_id, done.record["id"], done.record["number"], body)])
+        except Exception:  # noqa: BLE001 - the archive is in force all the same (a decision); only its record is missing
+            log.warning("archive_keep_failed", exc_info=True)
 
     async def _prepare(self, state: SessionMemory, mem: RequestMemory, m: Any) -> None:
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,8 +43,6 @@ class OfflineRuyi:
         self.outcomes: list[Outcome] = []
         self.contexts: list[RequestContext] = []
         """The last request's context (what each step learnt), for tests and benches."""
-        self.background_seconds = 0.0
-        """How long the last request's background work took (done here before returning: not the request's own time)."""
 
     def side_requests(self) -> list[tuple[int, int]]:
         """The LLM summarizer's calls since the last request (prompt tokens, none cached): priced like requests."""
@@ -80,7 +77,6 @@ class OfflineRuyi:
                                  reports_max=self.config.pruning.reports_kept)
             self.outcomes.append(outcome)
         mem = ctx.longctx
-        started = time.thread_time()
         if mem.prepare_until is not None:  # a real session's background preparation ends before its next request
             first = mem.restart.archive["head"] if mem.restart is not None else None
             self.longctx.prepare_for(mem, m, first)
@@ -88,6 +84,5 @@ class OfflineRuyi:
                 state = self.longctx.memory("offline", session.session_id)
                 asyncio.run(self.longctx.prepare_s1(state, mem, m))
                 self.longctx.prepare_for(mem, m, first)
-        self.background_seconds = time.thread_time() - started
         self.contexts[:] = [ctx]
         return out
