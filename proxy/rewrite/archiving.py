@@ -107,12 +107,12 @@ class ArchiveStep:
             if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
                 return messages  # nothing to plan yet
             lead = self._lead(at, tokens, usable, ratio)
-            p = plan(self.options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
-                     self.tiers.prune, lead)
-            if p is None:
-                return messages
-            due = self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)  # what this archive restarts at
-            if self.options.early and tokens >= due and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
+            p = None
+            if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
+                p = plan(self.options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
+                         self.tiers.prune, lead)
+            pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
+            if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find
                 ahead = plan(self.ahead, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
