@@ -133,7 +133,7 @@ class LongCtx:
                 with self._lock:
                     mem.chunks[found.chunk_id] = found
                     while len(mem.chunks) > CHUNKS_MAX:
-                        mem.chunks.pop(next(iter(mem.chunks)))
+                        mem.unwritten.discard(mem.chunks.pop(next(iter(mem.chunks))).chunk_id)
             out.append(found)
         return out, new
 
@@ -185,8 +185,7 @@ class LongCtx:
                 base: Sequence[Sequence[int]] = (), number: int | None = None) -> list[Chunk]:
         """Make ahead of need what an archive of first..last uses: the complete chunks up to ``last`` (returned when
         made now, to be written), the last partial one, S1, and (for archive ``number``) the block's token count."""
-        ends = len(client) - 1  # every complete chunk so far: they are cut where the content says, never wasted
-        made = self.chunks_for(agent_id, session_id, client, links, tokens, first, ends, count, base, complete_only=True)[1]
+        made = self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base, complete_only=True)[1]
         summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base)
         self.extractor.digest(client[last + 1:], last + 1)  # the calls after it classified: a later end finds them known
         if count is not None and number is not None:  # the counter remembers it: the archiving request finds it counted
