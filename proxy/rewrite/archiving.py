@@ -141,7 +141,7 @@ class ArchiveStep:
         outcome.tokens_after, outcome.raw_tokens_after = done.tokens, done.raw_tokens
         usage = m.budget.usage(done.tokens)
         outcome.report.update(tokens_after=done.tokens, usage_after=round(usage, 4), tier_after=tier_for(usage, self.tiers, True).value)
-        outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks), len(done.summary.new))
+        outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks))
         return done.messages
 
     def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
@@ -221,8 +221,9 @@ class RecallStep:
         return out
 
 
-def archive_report(record: Mapping[str, Any], chunks: int, new: int) -> dict[str, Any]:
-    """What an archive did, for the DCP report, the log event and ``ruyi replay``."""
+def archive_report(record: Mapping[str, Any], chunks: int) -> dict[str, Any]:
+    """What an archive did, for the DCP report, the log event and ``ruyi replay`` (how many of its chunks were new
+    depends on what the background had made first: the audit record's s2_written_count says it)."""
     return {"number": record["number"], "messages": [record["head"], record["end"]], "turns": record["turns"],
             "reason": record["reason"], "tokens_before": record["tokens_before"], "tokens_after": record["tokens_after"],
-            "summary_source": record["summary_source"], "chunks": chunks, "new_chunks": new}
+            "summary_source": record["summary_source"], "chunks": chunks}
