@@ -101,7 +101,8 @@ class Archived:
 
 
 def reason_for(tokens: int, budget: Budget, tiers: TierOptions, current: Mapping[str, Any] | None, requested: bool) -> str | None:
-    """Why this request archives (``requested``, ``over_window``, ``archive_tier``), or None."""
+    """Why this request archives at once (``requested``, ``over_window``, ``archive_tier``), or None (``economic``, earlier
+    where it pays, is decided by the archive step, which knows what the archive would restart at)."""
     if requested:
         return "requested"
     if tokens > budget.usable:
