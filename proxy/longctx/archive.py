@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -18,6 +19,10 @@ Messages = list[dict[str, Any]]
 NEW_MESSAGE_TOKENS = 4
 FRAMING_TOKENS = 220
 LINE_TOKENS = 45
+PLAN_AHEAD = 0.25
+"""An archive is planned (its summary prepared in the background) from this share of the window before it is expected."""
+LEAD_FLOOR = 0.1
+"""An archive past the point it was planned for keeps at most this share of the window more than it aimed at."""
 
 
 @dataclass(frozen=True)
@@ -26,10 +31,10 @@ class ArchiveOptions:
 
     enabled: bool = True
     """false: never archive (requests over the window go as pruning left them)."""
-    target: float = 0.5
+    target: float = 0.25
     """An archive brings the request to about this share of (window − reserve): system messages, the task and
     the summary first, then the newest turns that fit (at least the newest one, whole). Aim low: archives stay rare."""
-    regrow: float = 0.33
+    regrow: float = 0.34
     """After an archive, the next one at the archive tier waits until the session has grown again by this share
     of the window, so a session hovering near the red line is not archived over and over (a request that would
     not fit at all is archived at once)."""
@@ -45,8 +50,17 @@ class ArchiveOptions:
     """The newest S2 chunks the archive block lists by id (older ones are found by search)."""
     kept: int = 4
     """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
+    early: bool = True
+    """Archive before the red line once it pays, given prefix caching: when the request has grown past what an
+    archive would restart it at by sqrt(2 × restart × growth per request ÷ cache_read_ratio), each later request
+    costs more in cached prefix than the archive's cache miss saves, over the requests to come (never below
+    ``early_from``, never before the session regrew)."""
+    early_from: float = 0.6
+    """The least share of (window − reserve) at which an archive may come early."""
 
     def check(self) -> None:
+        if not 0.05 <= self.early_from <= 1.0:
+            raise ValueError(f"early_from must be a share of the window in [0.05, 1], got {self.early_from}")
         if not 0.05 <= self.target <= 0.9:
             raise ValueError(f"target must be a share of the window in [0.05, 0.9], got {self.target}")
         if not 0.0 <= self.regrow <= 1.0:
@@ -87,13 +101,29 @@ class Archived:
 
 
 def reason_for(tokens: int, budget: Budget, tiers: TierOptions, current: Mapping[str, Any] | None, requested: bool) -> str | None:
-    """Why this request archives (``requested``, ``over_window``, ``archive_tier``), or None."""
+    """Why this request archives at once (``requested``, ``over_window``, ``archive_tier``), or None (``economic``, earlier
+    where it pays, is decided by the archive step, which knows what the archive would restart at)."""
     if requested:
         return "requested"
     if tokens > budget.usable:
         return "over_window"
-    regrown = current is None or tokens >= int(current.get("next_at") or 0)
-    return "archive_tier" if tokens >= tiers.archive * budget.usable and regrown else None
+    return "archive_tier" if tokens >= tiers.archive * budget.usable and regrown(tokens, current) else None
+
+
+def regrown(tokens: int, current: Mapping[str, Any] | None) -> bool:
+    """Whether the session grew enough since the archive in force for another one (no compaction loop)."""
+    return current is None or tokens >= int(current.get("next_at") or 0)
+
+
+def early_point(restart: float, growth: float, cache_read_ratio: float) -> float:
+    """Where archiving down to ``restart`` starts to pay, given prefix caching (inf when the session does not grow).
+
+    A session that restarts at R and archives again at A pays, per request, about g + R·g/(A − R) (its new tokens,
+    and the archive's cache miss spread over the (A − R)/g requests of a cycle) + c·(R + A)/2 (its cached prefix,
+    at c of the price): lowest at A = R + sqrt(2·R·g/c). Past that point waiting costs more than archiving."""
+    if growth <= 0:
+        return math.inf
+    return restart + math.sqrt(2 * restart * growth / max(cache_read_ratio, 1e-6))
 
 
 @dataclass(frozen=True)
@@ -115,15 +145,20 @@ class Plan:
 
 def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, Any]], client_tokens: Sequence[int],
          view: Sequence[Mapping[str, Any]], positions: Sequence[int], view_tokens: Sequence[int], raw_total: int,
-         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.85) -> Plan | None:
+         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.85, lead: float = 0.0) -> Plan | None:
     """The earliest turn start from which the newest turns fit ``target`` with the head and a summary, but the
     ``newest_turns`` whenever they fit below ``cap_share`` of the window, and at least the newest turn, whole;
-    None when no turn after the task (and after the archive in force) can go."""
+    None when no turn after the task (and after the archive in force) can go.
+
+    ``lead``: raw tokens the session is expected to grow by before the archive comes (negative: grew past it).
+    A plan made ahead aims that much lower, so that the turns it keeps are those kept when the archive comes:
+    what it keeps depends on the tokens before a turn, which later requests do not change, so the summary
+    prepared for it ahead is the one the archive uses."""
     h = head_size(client)
     floor = max(h, int(current["end"]) + 1 if current is not None else h)
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
     block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
-    target = options.target * budget.usable / (ratio or 1.0)
+    target = options.target * budget.usable / (ratio or 1.0) - lead
     system_in = [p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES]
     starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and view[k].get("role") == "assistant"]
     if not starts:
@@ -134,9 +169,11 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     chosen = starts[-1]
     cap = cap_share * budget.usable / (ratio or 1.0)
     newest = starts[-options.newest_turns] if len(starts) >= options.newest_turns else starts[0]
+    def size(k: int) -> int:
+        return head + block_estimate + sum(client_tokens[p] for p in system_in if p < positions[k]) + suffix[k]
+
     for k in starts:
-        size = head + block_estimate + sum(client_tokens[p] for p in system_in if p < positions[k]) + suffix[k]
-        if size <= target or (k >= newest and size <= cap):  # the newest turns stay whenever they fit below the cap
+        if size(k) <= target or (k >= newest and size(k) <= cap):  # the newest turns stay whenever they fit below the cap
             chosen = k
             break
     keep = tuple(p for p in system_in if p < positions[chosen])
@@ -146,29 +183,28 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
 
 def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, tiers: TierOptions) -> bool:
     """Whether archiving as planned is worth a cache miss: it must shrink the request, and at the archive tier
-    (where the request still fits) bring it below the prune tier, or the next request would be archived again."""
+    or early (where the request still fits) bring it below the prune tier, or the next request would be archived again."""
     if p.estimate >= raw_total:
         return False
-    return reason != "archive_tier" or p.estimate * ratio <= tiers.prune * budget.usable  # overflow, over_window, requested: any gain
+    return reason not in ("archive_tier", "economic") or p.estimate * ratio <= tiers.prune * budget.usable  # overflow, over_window, requested: any gain
 
 
 def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason: str, number: int, request: int,
             client: Sequence[Mapping[str, Any]], links: Sequence[str], client_tokens: Sequence[int],
             view: Messages, positions: Sequence[int], view_tokens: Sequence[int], raw_total: int, ratio: float,
-            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int]) -> Archived | None:
+            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0) -> Archived | None:
     """Archive the oldest turns after the task so the request comes to about ``target`` of the window.
 
     ``view`` is the request as pruning left it (the archive in force applied), ``positions`` each of its messages'
     position in the client's request, ``view_tokens`` their raw tokens; None when no turn can go."""
-    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.prune)
+    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.prune, lead)
     if p is None or not worth(p, reason, raw_total, ratio, budget, tiers):
         return None
     h, end = p.head, p.end
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h: end + 1] if m.get("role") == "assistant")
-    chunk_lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    block = archive_block(number, h, end, turns, summary.text, chunk_lines, options.chunks_listed, summary.chinese)
+    block = block_of(options, client, number, h, end, summary)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -184,6 +220,13 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept:])
     final = (*head_positions, *p.keep, *positions[p.kept:])
     return Archived(record, messages, final, tokens_after, raw_after, summary)
+
+
+def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary) -> str:
+    """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
+    turns = sum(1 for m in client[head: end + 1] if m.get("role") == "assistant")
+    lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ def archive_block(number: int, first: int, last: int, turns: int, summary: str, 
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
             f"上下文窗口将满，Ruyi（你与模型服务之间的上下文代理）已将本会话较早的部分存档：消息 {first}–{last}（{turns} 轮）由下面的摘要代替。"
-            "上面的系统提示与第一条用户消息（任务）、以及其后最新的几轮均为原文。原文没有丢失，已被保存。",
+            "上面的系统提示与任务（你第一次回答之前的用户消息）、以及其后最新的几轮均为原文。原文没有丢失，已被保存。",
             f"需要细节时：在下一条消息里提到分块编号（如 {RECALL_PREFIX}{shown[-1].chunk_id if shown else 'c0'}）或其中的文件名，Ruyi 会把该分块的摘要附上；"
             "人可以用 GET /ruyi/v1/sessions/<会话>/archive?q=… 或 `ruyi archive search <会话> 关键词` 检索（会话编号见响应头 X-Ruyi-Session）。",
         ]
@@ -42,7 +42,7 @@ def archive_block(number: int, first: int, last: int, turns: int, summary: str, 
             f'{OPEN} n="{number}" messages="{first}–{last}">',
             f"The context window was nearly full, so Ruyi (the context proxy between you and the model server) archived the earlier part "
             f"of this conversation: messages {first}–{last} ({turns} turns) are replaced by the summary below. The system prompt and the "
-            "first user message (the task) above are verbatim, and so are the newest turns that follow. Nothing is lost: the originals are kept.",
+            "task (the user's messages before your first answer) above are verbatim, and so are the newest turns that follow. Nothing is lost: the originals are kept.",
             f"To recall details, mention a chunk id (for example {RECALL_PREFIX}{shown[-1].chunk_id if shown else 'c0'}) or a file it names in "
             "your next message and Ruyi adds that chunk's summary to it; people can search with GET /ruyi/v1/sessions/SESSION/archive?q=… "
             "or `ruyi archive search SESSION WORDS` (the session is in the X-Ruyi-Session response header).",

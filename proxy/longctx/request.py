@@ -30,6 +30,10 @@ class RequestMemory:
     """The final messages' positions in the client's request, when messages were removed or added."""
     prepare_until: int | None = None
     """The last position the next archive would replace, when summaries should be prepared up to it."""
+    prepare_number: int | None = None
+    """The number the next archive would have (its block is counted ahead too)."""
+    prepared: bool | None = None
+    """Whether the archive made for this request found its summary made ahead of need (None: no archive)."""
     requested: str | None = None
     """What a person asked for this request (archive, prune, pass)."""
     overflow: bool = False
@@ -52,6 +56,6 @@ def audit_fields(mem: RequestMemory | None, pruned: bool) -> dict[str, Any]:
         "latency_retrieval_ms": recall.get("latency_ms"),
         "drop_reason": recall.get("drop_reason"),
         "archive": {"number": done.record["number"], "reason": done.record["reason"], "messages": [done.record["head"], done.record["end"]],
-                    "summary_source": done.summary.source} if done is not None else None,
+                    "summary_source": done.summary.source, "prepared": mem.prepared} if done is not None else None,
         "prepare_until": mem.prepare_until,
     }

@@ -39,9 +39,13 @@ class Restart:
 
 
 def head_size(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many leading messages an archive keeps verbatim: the system messages and the first user message (the task)."""
+    """How many leading messages an archive keeps verbatim: the system messages and the task, the user messages
+    before the first answer (an agent may send a demonstration first and the issue to solve after it)."""
     first = next((i for i, m in enumerate(messages) if m.get("role") not in SYSTEM_ROLES), len(messages))
-    return first + 1 if first < len(messages) and messages[first].get("role") == "user" else first
+    end = first
+    while end < len(messages) and messages[end].get("role") == "user":
+        end += 1
+    return end
 
 
 def archives_of(decisions: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -7,12 +7,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
-from proxy.longctx.archive import Archived, ArchiveOptions, Summary
+from proxy.longctx.archive import Archived, ArchiveOptions, Summary, block_of
+from proxy.longctx.restart import BLOCK_SEPARATOR
 from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
 from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import head_size
@@ -36,6 +37,8 @@ CHUNKS_MAX = 512
 """Chunks kept in memory per session (the oldest dropped; the next archive makes them again)."""
 SESSIONS_MAX = 2000
 """Sessions whose prepared chunks are kept in memory (least recently used dropped; an archive then digests afresh)."""
+SUMMARIES_MAX = 4
+"""Summaries (S1 and its chunks) kept per session for the ends planned last."""
 
 
 @dataclass
@@ -49,6 +52,10 @@ class SessionMemory:
     preparing: bool = False
     summarizer: str | None = None
     """How the last LLM summary went (ok, timeout, error, unusable, breaker_open)."""
+    summaries: OrderedDict[tuple[Any, ...], Summary] = field(default_factory=OrderedDict)
+    """Summaries made for planned ends (ahead of need or on the path), by what they cover."""
+    unwritten: set[str] = field(default_factory=set)
+    """Chunks made for a summary (the last, partial one) and not yet written: an archive that uses them writes them."""
 
 
 class LongCtx:
@@ -111,7 +118,11 @@ class LongCtx:
                    tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
                    base: Sequence[Sequence[int]] = (), complete_only: bool = False) -> tuple[list[Chunk], list[Chunk]]:
         """The chunks covering first..last (all, and those made now), reusing what was prepared."""
-        mem = self.memory(agent_id, session_id)
+        return self._chunks(self.memory(agent_id, session_id), client, links, tokens, first, last, count, base, complete_only)
+
+    def _chunks(self, mem: SessionMemory, client: Sequence[Mapping[str, Any]], links: Sequence[str], tokens: Sequence[int],
+                first: int, last: int, count: Callable[[str], int] | None, base: Sequence[Sequence[int]] = (),
+                complete_only: bool = False) -> tuple[list[Chunk], list[Chunk]]:
         out, new = [], []
         for a, b in spans(client, tokens, first, last, self.options.chunk_source_tokens, base, complete_only):
             with self._lock:
@@ -122,30 +133,65 @@ class LongCtx:
                 with self._lock:
                     mem.chunks[found.chunk_id] = found
                     while len(mem.chunks) > CHUNKS_MAX:
-                        mem.chunks.pop(next(iter(mem.chunks)))
+                        mem.unwritten.discard(mem.chunks.pop(next(iter(mem.chunks))).chunk_id)
             out.append(found)
         return out, new
 
     def summarize(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
                   tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
                   base: Sequence[Sequence[int]] = ()) -> Summary:
-        """S1 for the messages first..last and their chunks: an LLM's when one is ready for exactly them, else extractive."""
-        chunks, new = self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base)
+        """S1 for the messages first..last and their chunks: an LLM's when one is ready for exactly them, else
+        extractive; made once per end (ahead of need, or here), the same bytes either way. ``new``: the chunks
+        among them not written yet."""
+        mem = self.memory(agent_id, session_id)
+        s1 = mem.s1
+        held = s1 is not None and s1[0] <= last and links[s1[0]] == s1[1]
+        key = (first, last, links[last], tuple(tuple(b) for b in base), (s1[0], s1[1], hash(s1[2])) if held and s1 else None)
+        with self._lock:
+            found = mem.summaries.get(key)
+        if found is None:
+            found = self._summarize(mem, client, links, tokens, first, last, count, base, s1 if held else None)
+            with self._lock:
+                mem.unwritten.update(c.chunk_id for c in found.new)
+                mem.summaries[key] = found
+                while len(mem.summaries) > SUMMARIES_MAX:
+                    mem.summaries.popitem(last=False)
+        with self._lock:
+            return replace(found, new=tuple(c for c in found.chunks if c.chunk_id in mem.unwritten))
+
+    def _summarize(self, mem: SessionMemory, client: Sequence[Mapping[str, Any]], links: Sequence[str], tokens: Sequence[int],
+                   first: int, last: int, count: Callable[[str], int] | None, base: Sequence[Sequence[int]],
+                   s1: tuple[int, str, str] | None) -> Summary:
+        chunks, new = self._chunks(mem, client, links, tokens, first, last, count, base)
         digest = digest_of(chunks)
         task = message_text(client[first - 1]) if first > 0 and client[first - 1].get("role") == "user" else None
         chinese = is_chinese(digest, task)
-        s1 = self.memory(agent_id, session_id).s1
-        if s1 is not None and s1[0] <= last and links[s1[0]] == s1[1]:  # an LLM's S1, and what happened since, extractive
+        if s1 is not None:  # an LLM's S1, and what happened since, extractive
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
             return Summary(s1[2] + ("" if later.empty else "\n\n" + redact(since(later, chinese))), tuple(chunks), tuple(new), chinese, "llm")
         text = redact(compact(digest, task, self.options.summary_tokens))  # about 4 characters a token: the block is counted
         return Summary(text, tuple(chunks), tuple(new), chinese, "extractive" if self.summarizer is None else "extractive_fallback")
 
+    def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int,
+                    base: Sequence[Sequence[int]] = ()) -> bool:
+        """Whether the summary of first..last is made (its S1, chunks and block counted)."""
+        mem = self.memory(agent_id, session_id)
+        prefix = (first, last, links[last], tuple(tuple(b) for b in base))
+        with self._lock:
+            return any(k[:4] == prefix for k in mem.summaries)
+
     def prepare(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
                 tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                base: Sequence[Sequence[int]] = ()) -> list[Chunk]:
-        """Make ahead of need the complete chunks up to ``last``; returns those made now."""
-        return self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base, complete_only=True)[1]
+                base: Sequence[Sequence[int]] = (), number: int | None = None) -> list[Chunk]:
+        """Make ahead of need what an archive of first..last uses: the complete chunks up to ``last`` (returned when
+        made now, to be written), the last partial one, S1, and (for archive ``number``) the block's token count."""
+        made = self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base, complete_only=True)[1]
+        summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base)
+        self.extractor.digest(client[last + 1:], last + 1)  # the calls after it classified: a later end finds them known
+        if count is not None and number is not None:  # the counter remembers it: the archiving request finds it counted
+            count(block_of(self.options, client, number, first, last, summary))
+            count(BLOCK_SEPARATOR)
+        return made
 
     def prepared_until(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
                        tokens: Sequence[int], first: int, last: int, base: Sequence[Sequence[int]] = ()) -> int:
@@ -168,7 +214,12 @@ class LongCtx:
         if mem.archived is not None and sent:
             done = mem.archived
             self._put([chunk_row(s.agent_id, s.session_id, c) for c in done.summary.new])
-            self._put([ArchiveRow(s.agent_id, s.session_id, done.record["id"], done.record["number"], archive_body(done, mem.messages))])
+            state = self.memory(s.agent_id, s.session_id)
+            with self._lock:
+                state.unwritten.difference_update(c.chunk_id for c in done.summary.new)
+            task = asyncio.get_running_loop().create_task(self._keep_archive(s.agent_id, s.session_id, done, mem.messages))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         if mem.prepare_until is None:
             return
         state = self.memory(s.agent_id, s.session_id)
@@ -179,11 +230,21 @@ class LongCtx:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _keep_archive(self, agent_id: str, session_id: str, done: Archived, client: Sequence[Mapping[str, Any]]) -> None:
+        """Write an archive with its forms, made in a worker thread (its normal form is a summary of its own)."""
+        try:
+            body = await asyncio.to_thread(archive_body, done, client)
+            self._put([ArchiveRow(agent_id, session_id, done.record["id"], done.record["number"], body)])
+        except Exception:  # noqa: BLE001 - the archive is in force all the same (a decision); only its record is missing
+            log.warning("archive_keep_failed", exc_info=True)
+
     async def _prepare(self, state: SessionMemory, mem: RequestMemory, m: Any) -> None:
         try:
             made = await asyncio.to_thread(self.prepare_for, mem, m)
             self._put([chunk_row(m.session.agent_id, m.session.session_id, c) for c in made])
-            await self.prepare_s1(state, mem, m)
+            if self.summarizer is not None:
+                await self.prepare_s1(state, mem, m)
+                await asyncio.to_thread(self.prepare_for, mem, m)  # the summary with the LLM's S1, its block counted
         except Exception:  # noqa: BLE001 - a failed preparation is made at the archive instead
             log.warning("summary_prepare_failed", exc_info=True)
         finally:
@@ -227,7 +288,7 @@ class LongCtx:
         first = first if first is not None else mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
         base = mem.restart.archive.get("spans", ()) if mem.restart is not None else ()
         return self.prepare(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, first, mem.prepare_until,
-                            m.count_text, base)
+                            m.count_text, base, mem.prepare_number)
 
     async def drain(self) -> None:
         """Wait for the background work started so far."""

@@ -63,12 +63,12 @@ APPENDED = "\n\n<ruyi-"
 
 def needle_indices(messages: Sequence[Message], archived: bool = False) -> list[int]:
     """System and user messages, and everything from the start of the last 4 turns; once a session is archived,
-    of the user messages only the first (the task)."""
+    of the user messages only the task (those before the first answer: a demonstration, then the issue)."""
     starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     first = starts[-LAST_TURNS] if len(starts) >= LAST_TURNS else (starts[0] if starts else len(messages))
-    task = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
+    answered = starts[0] if starts else len(messages)
     return [i for i, m in enumerate(messages)
-            if i >= first or m.get("role") == "system" or (m.get("role") == "user" and (not archived or i == task))]
+            if i >= first or m.get("role") == "system" or (m.get("role") == "user" and (not archived or i < answered))]
 
 
 def _text(message: Message) -> str | None:

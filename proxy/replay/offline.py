@@ -94,5 +94,6 @@ class OfflineRuyi:
             if target is not None:
                 state = self.longctx.memory(self.agent_id, session.session_id)
                 asyncio.run(self.longctx.prepare_s1(state, mem, m))
+                self.longctx.prepare_for(mem, m, first)
         self.contexts[:] = [ctx]
         return out

@@ -18,7 +18,7 @@ measured. Definitions (they reproduce the table in DESIGN.md):
   (default 10 %). ``cost_ratio`` divides by the same for the original requests (1.00× = unchanged).
 - needles: system messages, every user message and the last 4 turns of the ORIGINAL request (a turn
   = an assistant message and everything up to the next one); once the rewritten request carries an
-  archive, of the user messages only the first (the task). Kept if an identical message is in the
+  archive, of the user messages only the task (those before the first assistant message). Kept if an identical message is in the
   rewritten request (each rewritten message matches one needle); a system message also counts as
   kept when its text appears verbatim in a rewritten system message (a layout may add to it).
 - orphans: in the rewritten request, a ``tool`` message whose tool_call_id is not among the

@@ -8,14 +8,13 @@ from typing import Any
 
 from proxy.context import RequestContext
 from proxy.know.tiers import TierOptions, tier_for
-from proxy.longctx.archive import ArchiveOptions, archive, plan, reason_for, with_record
+from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, ArchiveOptions, archive, early_point, plan, reason_for, with_record, worth
+from proxy.longctx.restart import head_size
 from proxy.longctx.chunks import chunk_id
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
 from proxy.longctx.retrieval import ALL_AGENTS, RetrievalOptions, query_of, recall, with_recall
 
 Messages = list[dict[str, Any]]
-PREPARE_MIN_TOKENS = 1000
-"""Summaries are prepared ahead once at least this much of what the next archive would replace is not yet."""
 ACTIONS = ("archive", "prune", "pass")
 
 
@@ -60,14 +59,20 @@ class RestartStep:
 
 
 class ArchiveStep:
-    """At the archive tier (or when a request would not fit at all) the oldest turns after the task become one
-    summary in the system prompt; at the prepare_summary tier, summaries are prepared ahead (in the background)."""
+    """At the archive tier (or when a request would not fit at all, or earlier where it pays given prefix caching)
+    the oldest turns after the task become one summary in the system prompt; from the prepare_summary tier (or
+    once an early archive is due) the archive is planned and its summary prepared ahead (in the background), so
+    the archiving request finds it made."""
 
     name = "archive"
 
-    def __init__(self, options: ArchiveOptions, tiers: TierOptions) -> None:
+    def __init__(self, options: ArchiveOptions, tiers: TierOptions, cache_read_ratio: float = 0.1) -> None:
         self.options = options
         self.tiers = tiers
+        self.cache_read_ratio = cache_read_ratio
+        """The price of a cached prompt token relative to an uncached one (pruning's): when an early archive pays."""
+        self.ahead = replace(options, newest_turns=max(1, options.newest_turns - 1))
+        """A plan made one request ahead keeps one turn fewer: the next request brings one, and keeps the same end."""
 
     def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
         m, mem, outcome = ctx.measurement, ctx.longctx, ctx.pruning
@@ -91,44 +96,77 @@ class ArchiveStep:
         tokens = m.calibrated(raw_total)
         current = view.archive if view is not None else None
         reason = "overflow" if mem.overflow else reason_for(tokens, m.budget, self.tiers, current, mem.requested == "archive")
-        if reason is None:
-            if tokens >= self.tiers.prepare_summary * m.budget.usable:
-                self._plan_preparation(mem, m, messages, positions, per, raw_total, ratio, current)
-            return messages
         archives = archives_of(s.decisions)
         number = 1 + max((int(a.get("number", 0)) for a in archives), default=0)
         service, client = mem.service, mem.messages
-
         base = current.get("spans", ()) if current is not None else ()
+        growth, restart, regrew = self._cycle(m, client, tokens, current)
+        at = self._archive_point(growth, restart, regrew, m.budget.usable)
+        usable = m.budget.usable
+        if reason is None:
+            if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
+                return messages  # nothing to plan yet
+            lead = self._lead(at, tokens, usable, ratio)
+            p = None
+            if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
+                p = plan(self.options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
+                         self.tiers.prune, lead)
+            pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
+            if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
+                reason = "economic"
+            else:  # planned for the next request: its summary made in the background, for the archive to find
+                ahead = plan(self.ahead, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
+                             self.tiers.prune, lead)
+                if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
+                    mem.prepare_until, mem.prepare_number = ahead.end, number
+                return messages
+        lead = self._lead(at, tokens, usable, ratio) if reason in ("economic", "archive_tier") else 0.0
+
+        prepared: list[bool] = []
 
         def summarize(first: int, last: int):  # noqa: ANN202 - the service's Summary
+            prepared.append(service.is_prepared(s.agent_id, s.session_id, m.links, first, last, base))
             return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base)
 
         # after an upstream said too long, the window is smaller than Ruyi thought: aim at a share of what was sent
         budget = replace(m.budget, window=tokens + m.budget.reserve) if mem.overflow else m.budget
         done = archive(self.options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
-                       positions, per, raw_total, ratio, current, summarize, m.count_text)
+                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead)
         if done is None:
             return messages
+        mem.prepared = bool(prepared and prepared[0])  # its summary was made ahead of need (audit only: timing-dependent)
         mem.archived, mem.positions = done, done.positions
         mem.decisions[ARCHIVES] = with_record(archives, done.record, self.options.kept)
         outcome.decisions[ARCHIVES] = mem.decisions[ARCHIVES]
         outcome.tokens_after, outcome.raw_tokens_after = done.tokens, done.raw_tokens
         usage = m.budget.usage(done.tokens)
         outcome.report.update(tokens_after=done.tokens, usage_after=round(usage, 4), tier_after=tier_for(usage, self.tiers, True).value)
-        outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks), len(done.summary.new))
+        outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks))
         return done.messages
 
-    def _plan_preparation(self, mem: Any, m: Any, view: Messages, positions: Sequence[int], per: Sequence[int],
-                          raw_total: int, ratio: float, current: Mapping[str, Any] | None) -> None:
-        p = plan(self.options, m.budget, mem.messages, m.message_tokens, view, positions, per, raw_total, ratio, current, self.tiers.prune)
-        if p is None:
-            return
-        s = m.session
-        base = current.get("spans", ()) if current is not None else ()
-        ready = mem.service.prepared_until(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, p.head, p.end, base)
-        if sum(m.message_tokens[ready + 1: p.end + 1]) >= PREPARE_MIN_TOKENS:
-            mem.prepare_until = p.end
+    def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
+        """(tokens the session grows by per request, what its next archive would restart at, the tokens it must
+        have regrown to): since the archive in force, else since its task."""
+        usable = m.budget.usable
+        if current is not None:
+            after = int(current.get("tokens_after", 0))
+            growth = (tokens - after) / max(1, m.session.requests - int(current.get("request", 0)))
+            return growth, max(self.options.target * usable, after), int(current.get("next_at") or 0)
+        growth = (tokens - m.calibrated(sum(m.message_tokens[: head_size(client)]))) / max(1, m.session.requests)
+        return growth, self.options.target * usable, 0
+
+    def _archive_point(self, growth: float, restart: float, regrew: int, usable: int) -> float:
+        """The tokens at which this session's next archive is expected: the red line, or earlier where restarting
+        at ``restart`` pays (``archive.early``), never before the session regrew."""
+        red = self.tiers.archive * usable
+        if not self.options.early:
+            return red
+        return max(self.options.early_from * usable, regrew, min(red, early_point(restart, growth, self.cache_read_ratio)))
+
+    @staticmethod
+    def _lead(at: float, tokens: int, usable: int, ratio: float) -> float:
+        """Raw tokens the session grows by before its archive is expected (a plan made ahead aims that much lower)."""
+        return max(at - tokens, -LEAD_FLOOR * usable) / (ratio or 1.0)
 
 
 class RecallStep:
@@ -183,8 +221,9 @@ class RecallStep:
         return out
 
 
-def archive_report(record: Mapping[str, Any], chunks: int, new: int) -> dict[str, Any]:
-    """What an archive did, for the DCP report, the log event and ``ruyi replay``."""
+def archive_report(record: Mapping[str, Any], chunks: int) -> dict[str, Any]:
+    """What an archive did, for the DCP report, the log event and ``ruyi replay`` (how many of its chunks were new
+    depends on what the background had made first: the audit record's s2_written_count says it)."""
     return {"number": record["number"], "messages": [record["head"], record["end"]], "turns": record["turns"],
             "reason": record["reason"], "tokens_before": record["tokens_before"], "tokens_after": record["tokens_after"],
-            "summary_source": record["summary_source"], "chunks": chunks, "new_chunks": new}
+            "summary_source": record["summary_source"], "chunks": chunks}

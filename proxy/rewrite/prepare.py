@@ -138,13 +138,15 @@ def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: d
 def _memory_only(app: web.Application, ctx: RequestContext) -> bool:
     """Whether the pipeline needs nothing but memory for this request: the long-context steps read the store (recall,
     chunks, summaries) only once a session has an archive in force, a person asked for one, or the request reaches
-    the tier where summaries are prepared ahead."""
+    the tier where summaries are prepared ahead (or the share where an archive may come early)."""
     m, mem = ctx.measurement, ctx.longctx
     if mem is None:
         return True
     assert m is not None
-    decisions = m.session.decisions
-    below = m.tokens < app[appkeys.CONFIG].tiers.prepare_summary * m.budget.usable
+    decisions, config = m.session.decisions, app[appkeys.CONFIG]
+    early = config.archive.enabled and config.archive.early
+    share = min(config.tiers.prepare_summary, config.archive.early_from) if early else config.tiers.prepare_summary
+    below = m.tokens < share * m.budget.usable
     return below and ARCHIVES not in decisions and requested_action(decisions) is None
 
 

@@ -80,5 +80,6 @@ class SnapshotStep:
 
 def default_steps(config: Config) -> list[Step]:
     plan, layout = layout_steps(config.layout, config)
-    return [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)), ArchiveStep(config.archive, config.tiers),
-            RecallStep(config.retrieval), SnapshotStep(config.layout), layout]
+    return [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
+            ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
+            SnapshotStep(config.layout), layout]

@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from proxy.longctx.archive import early_point
 from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -134,3 +135,37 @@ async def test_an_upstream_that_says_too_long_gets_an_archive_on_the_one_retry(m
     fake.max_prompt_chars = None
     await post(proxy, client + turn(30))  # the retry was accepted: its archive is kept, the session goes on from it
     assert forwarded(fake)[: len(chats[1])] == chats[1]
+
+
+def test_an_early_archive_pays_later_the_cheaper_a_cached_token_and_never_in_a_session_that_does_not_grow() -> None:
+    assert early_point(4000, 0, 0.1) == float("inf")
+    cached, uncached = early_point(4000, 300, 0.1), early_point(4000, 300, 1.0)
+    assert 4000 < uncached < cached  # without a cache a smaller request is cheaper at once; with one, the prefix is cheap
+    assert round(cached) == 4000 + round((2 * 4000 * 300 / 0.1) ** 0.5)
+
+
+async def test_an_early_archive_over_http_finds_its_summary_made_in_the_background(make_proxy: MakeProxy, fake: FakeUpstream,
+                                                                                    data_dir: Any) -> None:
+    from memory.store.sqlite_store import SQLiteStore
+
+    window = 16000
+    proxy = await make_proxy(window={"models": {"gpt-4o*": window}}, calibration=UNCALIBRATED)
+    archived = None
+    async with aiohttp.ClientSession() as http:
+        for turns in range(1, 80):
+            resp = await post(proxy, session(turns, lines=20))
+            sid = resp.headers["X-Ruyi-Session"]
+            if "X-Ruyi-Archived" in resp.headers:
+                archived = int(resp.headers["X-Ruyi-Tokens-Before"])
+                break
+            async with http.get(base_url(proxy) + f"/ruyi/v1/sessions/{sid}/archive", headers={"X-Ruyi-Agent": "a"}) as done:
+                assert done.status == 200  # it waits for the background work: what a session's pause between requests allows
+        async with http.get(base_url(proxy) + f"/ruyi/v1/sessions/{sid}/report", headers={"X-Ruyi-Agent": "a"}):
+            pass
+    assert archived is not None and archived < 0.95 * (window - 2400)  # before the red line: it pays
+    store = SQLiteStore(data_dir / "ruyi.db")
+    try:
+        record = store.audit("a", sid)[-1]
+    finally:
+        store.close()
+    assert record["archive"]["reason"] == "economic" and record["archive"]["prepared"] is True

@@ -51,3 +51,14 @@ def test_chunks_are_cut_where_the_content_says_whenever_they_are_made() -> None:
     prepared = spans(messages, tokens, 2, 40, 1000, complete_only=True)
     assert whole[: len(prepared)] == prepared and all(messages[b + 1]["role"] == "assistant" for _, b in whole[:-1])
     assert spans(messages, tokens, 2, 61, 1000, base=[(2, 9), (10, 13)])[:2] == [(2, 9), (10, 13)]
+
+
+def test_the_task_an_archive_keeps_is_every_user_message_before_the_first_answer() -> None:
+    demonstration = {"role": "user", "content": "Here is a demonstration of how to solve a task like this one."}
+    issue = {"role": "user", "content": "We're currently solving the following issue: the parser crashes on empty input."}
+    messages = session(3)[:1] + [demonstration, issue] + session(3)[2:]
+    assert head_size(messages) == 3 and head_size(session(3)) == 2
+    assert head_size([{"role": "user", "content": "hi"}]) == 1 and head_size([]) == 0
+    view = restart(messages, chain_of(messages).links, 0, [10] * len(messages), 10 * len(messages) + 3, 10 * len(messages) + 3,
+                   record(messages, 6))
+    assert view.messages[1:3] == [demonstration, issue]  # the issue stays verbatim, not only the demonstration before it
