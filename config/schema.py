@@ -21,6 +21,8 @@ from proxy.know.window import OllamaOptions, WindowOptions
 from proxy.longctx.archive import ArchiveOptions
 from proxy.longctx.retrieval import RetrievalOptions
 from proxy.longctx.turns import S0Options
+from proxy.observe.audit_file import AuditOptions
+from proxy.observe.metrics import MetricsOptions
 from summaries.llm import SummarizerOptions
 from proxy.rewrite.pruning import PruningOptions
 
@@ -242,6 +244,8 @@ class Config:
     retrieval: RetrievalOptions = field(default_factory=RetrievalOptions)
     summarizer: SummarizerOptions = field(default_factory=SummarizerOptions)
     notebook: NotebookOptions = field(default_factory=NotebookOptions)
+    metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    audit: AuditOptions = field(default_factory=AuditOptions)
 
     def route_for(self, model: str | None) -> Route:
         """First route whose pattern matches the model, else the default route."""

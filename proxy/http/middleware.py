@@ -70,6 +70,12 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
 
 def _access(request: web.Request, ctx: RequestContext, status: int, resp: web.StreamResponse | None) -> None:
     facts = dict(ctx.facts)  # one C-level copy: a worker thread may still be adding facts (a client that went away)
+    metrics = request.app.get(appkeys.METRICS)
+    if metrics is not None:
+        resource = request.match_info.route.resource
+        added = (ctx.upstream_answered - ctx.started) * 1000 - ctx.upstream_wait_ms if ctx.upstream_answered is not None else None
+        metrics.record(resource.canonical if resource is not None else "unmatched", ctx.route, ctx.wire, status, facts,
+                       ctx.upstream_latency_ms, added)
     log.info(
         "request_done",
         request_id=ctx.request_id,
