@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``report``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -65,9 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     from proxy.keep.command import add_parsers as add_memory_parsers
     from proxy.longctx.command import add_parsers
+    from proxy.observe.command import add_parser as add_report_parser
 
     add_parsers(sub)
     add_memory_parsers(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
             from proxy.keep.command import run
 
             return run(args)
+        if args.command == "report":
+            from proxy.observe.command import run as run_report
+
+            return run_report(args)
         if args.command in ("session", "archive"):
             from proxy.longctx.command import run
 
