@@ -27,7 +27,7 @@ class AppState:
         app = self.app
         failed = CounterMetricFamily("ruyi_failed_open", "Times a step failed open since start-up (the request went on "
                                      "unmodified at that step): rewrite steps by name, measure, rewrite, dialect, serialize, "
-                                     "store_write, observe, raw_turns.", labels=["step"])
+                                     "store_write, observe, raw_turns, metrics.", labels=["step"])
         for step, n in dict(app[appkeys.PIPELINE].failures).items():  # one C-level copy: worker threads add to it
             failed.add_metric([step], n)
         yield failed
