@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import structlog
 
+from config.validate import ConfigError
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -65,7 +66,11 @@ class AuditFile:
     def __init__(self, options: AuditOptions) -> None:
         assert options.path is not None
         path = Path(options.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # at start-up: a path Ruyi cannot write to stops it with a message naming the key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as exc:
+            raise ConfigError("configuration", "audit.path", f"cannot write {path} ({exc.strerror})") from None
         self.path = path
         self._handler = _Rotating(path, maxBytes=options.max_bytes, backupCount=options.backups, encoding="utf-8", delay=True)
         self._queue: queue.Queue[tuple[str, str, str, float, Mapping[str, Any]] | None] = queue.Queue(QUEUE_MAX)

@@ -80,3 +80,21 @@ def test_bad_options_are_refused_naming_the_key(make_proxy: MakeProxy, bad: dict
     with pytest.raises(ConfigError) as err:
         config_for("http://127.0.0.1:9/v1", audit={"path": "x.jsonl", **bad})
     assert "audit" in str(err.value)
+
+
+async def test_a_path_ruyi_cannot_write_stops_start_up_naming_the_key(make_proxy: MakeProxy, tmp_path: Path) -> None:
+    from config.validate import ConfigError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError) as err:
+        await make_proxy(audit={"path": str(blocker / "audit.jsonl")})
+    assert "audit.path" in str(err.value) and "a-file" in str(err.value)
+
+
+async def test_the_file_is_written_without_a_store_too(make_proxy: MakeProxy, tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    proxy = await make_proxy(window=WINDOW, store={"backend": "memory"}, audit={"path": str(path)})
+    await chat(proxy, rereads(2))
+    await proxy.close()
+    assert [r["body"]["est_before"] > 0 for r in lines(path)] == [True]
