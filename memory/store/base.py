@@ -195,8 +195,8 @@ class Store(Protocol):
 
     def audit_records(self, since: float | None = None) -> Iterator[AuditRecord]:
         """Every agent's audit records stored at or after ``since`` (all when None), oldest first (by created_at, then
-        insertion), streamed: the one source of ``ruyi report``, which folds them without holding them all. SQL: one
-        ``SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= ? ORDER BY created_at``."""
+        insertion), streamed: the one source of ``ruyi report``, which folds them without holding them all. One plain
+        query over the audit table: its five columns, filtered and ordered on created_at, the body parsed from JSON."""
 
     def ratios(self) -> list[tuple[str, float]]:
         """Calibration ratios by model, least recently updated first."""
