@@ -23,6 +23,8 @@ from proxy.layout.options import LayoutOptions
 from proxy.longctx.archive import ArchiveOptions
 from proxy.longctx.retrieval import RetrievalOptions
 from proxy.longctx.turns import S0Options
+from proxy.observe.audit_file import AuditOptions
+from proxy.observe.metrics import MetricsOptions
 from summaries.llm import SummarizerOptions
 from proxy.rewrite.pruning import PruningOptions
 
@@ -250,6 +252,8 @@ class Config:
     agents: dict[str, AgentSettings] = field(default_factory=dict)
     """Per-agent settings (``{agent-a: {workspace_root: …, cards_dir: …}}``) over ``workspace`` and ``cards``; an agent's
     sub-agents (``agent-a/x``) share its entry unless they have their own."""
+    metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    audit: AuditOptions = field(default_factory=AuditOptions)
 
     def __post_init__(self) -> None:
         for agent in self.agents:

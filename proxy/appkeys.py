@@ -1,4 +1,4 @@
-"""Typed keys for the app's shared state (config, the one client session and its slots, the pipeline, the measurer, long-context memory, the keeper of what agents remember)."""
+"""Typed keys for the app's shared state (config, the one client session and its slots, the pipeline, the measurer, long-context memory, the keeper of what agents remember, the metrics and the audit file)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from proxy.http.shutdown import Shutdown
 from proxy.keep.keeper import Keeper
 from proxy.know.measure import Measurer
 from proxy.longctx.service import LongCtx
+from proxy.observe.audit_file import AuditFile
+from proxy.observe.metrics import RequestMetrics
 from proxy.rewrite.pipeline import Pipeline
 
 CONFIG = web.AppKey("config", Config)
@@ -21,3 +23,5 @@ SLOTS = web.AppKey("slots", ConnectionSlots)
 SHUTDOWN = web.AppKey("shutdown", Shutdown)
 KEEPER = web.AppKey("keeper", Keeper)
 LONGCTX = web.AppKey("longctx", LongCtx)
+METRICS = web.AppKey("metrics", RequestMetrics)
+AUDIT_FILE = web.AppKey("audit_file", AuditFile)

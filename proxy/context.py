@@ -39,6 +39,12 @@ class RequestContext:
     answering: bool = False
     """Whether the answer's status and headers are sent (its body may still be streaming)."""
     upstream_latency_ms: float | None = None
+    status: int | None = None
+    """The answer's HTTP status, once relayed (what the audit record says)."""
+    upstream_wait_ms: float = 0.0
+    """Time spent waiting for the upstream's headers, every send of this request together (an overflow retry sends twice)."""
+    upstream_answered: float | None = None
+    """When (``perf_counter``) the upstream's last answer began: Ruyi's own time is until then, less ``upstream_wait_ms``."""
     response_headers: dict[str, str] = field(default_factory=dict)
     measurement: Measurement | None = None
     """Session, tokens, window and tier, once measured (None with X-Ruyi-Mode: off)."""

@@ -50,6 +50,7 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
             out = await translated(request, dialect, forwarded, ctx)  # through litellm, answered in the client's dialect
         else:
             out = await forward(request, dialect, raw, body, ctx, forwarded)  # send it, retry once after an overflow, relay
+        ctx.status = out.status
         await observe_off_loop(request, ctx)  # calibrate against the upstream's usage, queue the audit record
     keeper.after_answer(ctx)  # in the background: anchors the assistant defined, facts for the forms, sub-agents, pool lines
     return out

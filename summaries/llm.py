@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +74,8 @@ class LLMSummarizer:
         self._failures: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
         self.calls: list[int] = []
         """Prompt sizes (characters / 4) of the calls made, for a replay to price them like requests."""
+        self.outcomes: Counter[str] = Counter()
+        """What each call came to since start-up (``ok``, ``timeout``, ``error``, ``unusable``, ``breaker_open``): /metrics."""
 
     def target(self, model: str | None, route_url: str | None, route_kind: str | None, key: str | None) -> Target | None:
         """Where a session's summaries go: the configured model, or with ``same`` the session's own (None: no LLM)."""
@@ -87,6 +89,10 @@ class LLMSummarizer:
             return Target(f"{prefix}/{model}", o.api_base or route_url, resolve(o.api_key) or key)
         return Target(o.model, o.api_base, resolve(o.api_key))
 
+    def open_breakers(self) -> int:
+        """Sessions whose breaker is open now (their LLM summaries paused): the breakers' state, for /metrics."""
+        return sum(1 for key in list(self._failures) if self.is_open(key))
+
     def is_open(self, key: tuple[str, str]) -> bool:
         """Whether the session's breaker is open (its LLM summaries paused after repeated failures)."""
         failures, since = self._failures.get(key, (0, 0.0))
@@ -96,6 +102,7 @@ class LLMSummarizer:
                         previous: str | None, budget: int, chinese: bool, count: Callable[[str], int]) -> tuple[str | None, str]:
         """The LLM's summary, or None and why not (``breaker_open``, ``timeout``, ``error``, ``unusable``)."""
         if self.is_open(key):
+            self.outcomes["breaker_open"] += 1
             return None, "breaker_open"
         messages = messages_for(trace, first, previous, budget, chinese)
         self.calls.append(sum(len(m["content"]) for m in messages) // 4)
@@ -111,12 +118,14 @@ class LLMSummarizer:
         if not acceptable(answer, budget, count):
             return self._failed(key, "unusable")
         self._failures.pop(key, None)
+        self.outcomes["ok"] += 1
         return answer.strip(), "ok"
 
     async def ask(self, key: tuple[str, str], target: Target, messages: list[dict[str, str]], max_tokens: int) -> tuple[str | None, str]:
         """Any other prompt (a notebook's compaction) under the same slots, timeout and breaker: the answer, unchecked,
         or None and why not. A caller that finds the answer unusable says so with ``unusable``."""
         if self.is_open(key):
+            self.outcomes["breaker_open"] += 1
             return None, "breaker_open"
         async with self._slots:
             try:
@@ -127,16 +136,19 @@ class LLMSummarizer:
             except Exception:  # noqa: BLE001 - any failure of the model leaves things as they were
                 log.warning("summarizer_failed", model=target.model, exc_info=True)
                 return self._failed(key, "error")
+        self.outcomes["ok"] += 1
         return answer, "ok"
 
     def unusable(self, key: tuple[str, str]) -> None:
-        """An answer of ``ask`` its caller could not use: a failure like any other."""
+        """An answer of ``ask`` its caller could not use: a failure like any other (its ``ok`` taken back)."""
+        self.outcomes["ok"] -= 1
         self._failed(key, "unusable")
 
     def succeeded(self, key: tuple[str, str]) -> None:
         self._failures.pop(key, None)
 
     def _failed(self, key: tuple[str, str], why: str) -> tuple[None, str]:
+        self.outcomes[why] += 1
         failures, _ = self._failures.pop(key, (0, 0.0))
         self._failures[key] = (failures + 1, self._clock())
         while len(self._failures) > BREAKERS_MAX:

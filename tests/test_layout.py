@@ -36,6 +36,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "proxy.rewrite": ("proxy.replay", "proxy.api", "proxy.http", "proxy.flow"),
     "proxy.replay": ("proxy.api", "proxy.http", "proxy.flow"),
     "proxy.api": ("proxy.flow", "proxy.replay"),
+    "proxy.observe": ("proxy.flow", "proxy.replay"),
     "proxy.http": ("proxy.replay",),
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -147,6 +147,18 @@ class ModelRatio:
 Background = Report | Usage | Audit | ModelRatio
 
 
+@dataclass(frozen=True)
+class AuditRecord:
+    """One stored audit record, as ``ruyi report`` reads it back: its columns and its body (already redacted)."""
+
+    agent_id: str
+    session_id: str
+    request_id: str
+    created_at: float
+    """Seconds since the epoch, when the background writer stored it (about when the request was answered)."""
+    body: dict[str, Any]
+
+
 class Store(Protocol):
     """Durable state. Every call names the agent (and session) it concerns and sees nothing of other agents."""
 
@@ -180,6 +192,11 @@ class Store(Protocol):
 
     def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         """A session's audit records, oldest first."""
+
+    def audit_records(self, since: float | None = None) -> Iterator[AuditRecord]:
+        """Every agent's audit records stored at or after ``since`` (all when None), oldest first (by created_at, then
+        insertion), streamed: the one source of ``ruyi report``, which folds them without holding them all. One plain
+        query over the audit table: its five columns, filtered and ordered on created_at, the body parsed from JSON."""
 
     def ratios(self) -> list[tuple[str, float]]:
         """Calibration ratios by model, least recently updated first."""

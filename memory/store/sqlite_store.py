@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
+from memory.store.sqlite_report import SQLiteReport
 from memory.store.sqlite_schema import migrate
 from memory.store.base import (
     Audit,
@@ -72,9 +73,9 @@ def _text(original: str) -> bytes:
     return original.encode("utf-8", "surrogatepass")
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteReport):
     """The store in one SQLite file. Use it from one thread (the event loop's); only ``checkpoint``
-    may be called from another, on its own connection."""
+    may be called from another, on its own connection. The report's reading is in sqlite_report."""
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
         self.path = path

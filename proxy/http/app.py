@@ -29,6 +29,8 @@ from proxy.http.upstream import make_session
 from proxy.keep.keeper import Keeper
 from proxy.know.measure import Measurer
 from proxy.longctx.service import LongCtx
+from proxy.observe import endpoint as metrics_endpoint
+from proxy.observe.audit_file import AuditFile
 from summaries.llm import LLMSummarizer
 from proxy.offload import Offload
 from proxy.rewrite.pipeline import Pipeline, Step
@@ -48,6 +50,8 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
         app.cleanup_ctx.append(_startup_probe)
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
+    if config.metrics.enabled:
+        metrics_endpoint.install(app)  # GET /metrics, and the per-request tallies the access event adds to
     app.router.add_post("/v1/chat/completions", chat.openai_chat)
     app.router.add_post("/v1/messages", chat.anthropic_messages)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
@@ -84,6 +88,8 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
                                           config.store.busy_timeout_ms, offload.run, workspaces=functools.partial(for_agent, config),
                                           shelf=Shelf(config.cards.recheck_seconds))
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)
+    if config.audit.path is not None:
+        app[appkeys.AUDIT_FILE] = AuditFile(config.audit)
     yield
     await longctx.close()
     await keeper.settle()  # what answers gave is remembered before the worker threads go
@@ -92,6 +98,8 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     await session.close()
     await measurer.close()
     keeper.close()
+    if appkeys.AUDIT_FILE in app:
+        await app[appkeys.AUDIT_FILE].close()  # after every request's record is queued
 
 
 async def _begin_shutdown(app: web.Application) -> None:

@@ -70,6 +70,16 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
 
 def _access(request: web.Request, ctx: RequestContext, status: int, resp: web.StreamResponse | None) -> None:
     facts = dict(ctx.facts)  # one C-level copy: a worker thread may still be adding facts (a client that went away)
+    metrics = request.app.get(appkeys.METRICS)
+    if metrics is not None:
+        try:
+            resource = request.match_info.route.resource
+            added = (ctx.upstream_answered - ctx.started) * 1000 - ctx.upstream_wait_ms if ctx.upstream_answered is not None else None
+            metrics.record(resource.canonical if resource is not None else "unmatched", ctx.route, ctx.wire, status, facts,
+                           ctx.upstream_latency_ms, added)
+        except Exception:  # noqa: BLE001 - counting must never be why an answer fails
+            request.app[appkeys.PIPELINE].failures["metrics"] += 1
+            log.warning("metrics_failed", request_id=ctx.request_id, exc_info=True)
     log.info(
         "request_done",
         request_id=ctx.request_id,

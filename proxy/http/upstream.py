@@ -120,7 +120,9 @@ async def send(
             ) from None
         except aiohttp.ClientError as exc:
             raise ProxyError(502, "upstream_failed", f"the upstream {where} failed: {type(exc).__name__}") from None
-        ctx.upstream_latency_ms = (time.perf_counter() - started) * 1000
+        ctx.upstream_answered = time.perf_counter()
+        ctx.upstream_latency_ms = (ctx.upstream_answered - started) * 1000
+        ctx.upstream_wait_ms += ctx.upstream_latency_ms
         try:
             yield resp
         finally:

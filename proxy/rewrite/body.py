@@ -262,19 +262,28 @@ def observe(request: web.Request, ctx: RequestContext) -> None:
             answer = assembled.message() if assembled is not None else None
             request.app[appkeys.LONGCTX].after_answer(ctx.longctx, m, answer)  # S0, in the background
         except Exception:  # noqa: BLE001 - the answer is already on its way
+            request.app[appkeys.PIPELINE].failures["raw_turns"] += 1
             log.warning("raw_turns_failed", request_id=ctx.request_id, exc_info=True)
     try:
         if assembled is not None:
             forwarded = ctx.sent_raw_tokens if ctx.sent_raw_tokens is not None else m.raw_tokens
             ctx.facts.update(measurer.observe(m, ctx.model or "", forwarded, assembled, ctx.wire))
         facts, batch = ctx.facts, (ctx.facts.get("dcp") or {}).get("batch")
-        measurer.audit(m, ctx.request_id, {
+        ruyi_ms = (ctx.upstream_answered - ctx.started) * 1000 - ctx.upstream_wait_ms if ctx.upstream_answered is not None else None
+        record = {
             "request_id": ctx.request_id, "model": ctx.model, "mode": ctx.mode, "session_how": m.how.value,
             "est_before": m.tokens, "est_after": facts.get("tokens_after"), "tier": m.tier.value, "batch": batch,
+            "window": m.window.tokens, "usable": m.budget.usable, "status": ctx.status,
             "compaction": batch in ("applied", "economic", "overflow"), "overflow_retry": ctx.overflow_retry,
             "upstream_prompt_tokens": facts.get("upstream_prompt_tokens"), "cached_tokens": facts.get("cached_tokens"),
             "latency_llm_ms": round(ctx.upstream_latency_ms, 2) if ctx.upstream_latency_ms is not None else None,
+            "latency_ruyi_ms": round(ruyi_ms, 2) if ruyi_ms is not None else None,
             **audit_fields(ctx.longctx, batch in ("applied", "economic", "overflow")),
-        })
+        }
+        measurer.audit(m, ctx.request_id, record)  # the store's audit table, in the background
+        audit_file = request.app.get(appkeys.AUDIT_FILE)
+        if audit_file is not None:  # audit.path: the same record as a JSON line, redacted and written by its own thread
+            audit_file.put(m.session.agent_id, m.session.session_id, ctx.request_id, record)
     except Exception:  # noqa: BLE001 - the answer is already on its way; never fail it here
+        request.app[appkeys.PIPELINE].failures["observe"] += 1
         log.warning("observe_failed", request_id=ctx.request_id, exc_info=True)

@@ -1,0 +1,1 @@
+"""Tests of proxy/observe: /metrics, the audit file, ruyi report."""
