@@ -8,6 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 
+class SessionLock(Protocol):
+    """A held or holdable per-session lock: ``acquire`` blocks until it is held, ``release`` may be called from any
+    thread of the process that acquired it."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class StoreError(Exception):
     """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
 
@@ -29,6 +38,10 @@ class StoreOptions:
     unsaved_max: int = 100_000
     """While the store keeps failing, entries of the unsaved changes (index entries, sessions, decisions)
     kept for the next write at most; beyond it the oldest are dropped and counted (GET /ruyi/v1/stats)."""
+    shared: bool = False
+    """Several Ruyi processes use this store at once (replicas, ``server.workers`` > 1): a session in memory is
+    trusted only while the stored version is the one it holds, and a request decides for its session under a lock
+    that every process honours. On by itself with ``server.workers`` > 1."""
 
     def check(self) -> None:
         if self.sweep_interval_hours <= 0:
@@ -55,6 +68,8 @@ class SessionRecord:
     num_ctx: int | None = None
     calibration: float | None = None
     batch_retry_at: int | None = None
+    version: int = 0
+    """Bumped by every write of the row: a process trusts its in-memory copy only while this is the one it holds."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,15 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Close; later calls fail."""
+
+    # Replicas (store.shared): several processes on one store.
+
+    def session_version(self, agent_id: str, session_id: str) -> int | None:
+        """The session's stored version (`SessionRecord.version`), None when the store has no such session."""
+
+    def session_lock(self, agent_id: str, session_id: str) -> SessionLock:
+        """A lock on one session that every thread and process using this store honours (held while a request
+        decides for the session); the holder's death (even SIGKILL) releases it."""
 
 
 # Recall (proxy/longctx): raw turns (S0), S2 chunks and archives, written off the request path, searched by FTS5.

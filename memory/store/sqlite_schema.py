@@ -94,6 +94,10 @@ MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL, PRIMARY KEY (agent_id, session_id, child_id)
     ) WITHOUT ROWID;
     """,
+    # 4: a version per session, bumped by every write of its row (replicas: a stale copy in memory is detected)
+    """
+    ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

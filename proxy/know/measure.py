@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +13,13 @@ import aiohttp
 import structlog
 
 from config.schema import Config
-from memory.chain import Fingerprinter
+from memory.chain import Fingerprinter, MessageChain
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.session import How, Session
+from memory.chain_index import NeedsStore
+from memory.session import How, Resolution, Session
 from memory.sessions import SessionRegistry
+from memory.shared import Relocate, SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
@@ -37,6 +40,8 @@ OLLAMA_API = {"ollama_chat": "chat", "ollama_generate": "generate", "openai_chat
 CONTEXT_1M = 1_000_000
 """The window ``anthropic-beta: context-1m-…`` opens on the Claude models that offer it."""
 SHOW_TIMEOUT = aiohttp.ClientTimeout(total=5)
+RELOCATE_TRIES = 8
+"""With replicas, how often a request follows a session whose tip another process moved before it gives up (fail open)."""
 
 
 @dataclass
@@ -119,8 +124,11 @@ class Measurer:
         self.counter = TokenCounter(config.tokens)
         self.calibration = Calibration(config.calibration)
         soon = (lambda: writer.flush_soon(self.sessions.flush)) if writer is not None else None  # many requests, one commit
-        registry = SessionRegistry(config.sessions, store=store, queue=writer.put if writer is not None else None,
-                                   reports_max=config.pruning.reports_kept, unsaved_max=config.store.unsaved_max, soon=soon)
+        self.shared = store is not None and config.store.shared
+        """Replicas share the store: each request resolves from the store, under its session's lock (memory/shared.py)."""
+        kind = SharedRegistry if self.shared else SessionRegistry
+        registry = kind(config.sessions, store=store, queue=writer.put if writer is not None else None,
+                        reports_max=config.pruning.reports_kept, unsaved_max=config.store.unsaved_max, soon=soon)
         self.sessions: SessionRegistry = SerializedRegistry(registry, lock)  # type: ignore[assignment]
         if store is not None:
             self.calibration.restore(store.ratios())
@@ -198,9 +206,12 @@ class Measurer:
         msgs = messages if messages is not None else generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
-        with self.sessions.lock:  # type: ignore[attr-defined]
-            resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
-            turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
+        if self.shared:
+            resolution, turn = self._resolve_shared(agent_id, chain, session_header(headers), stored)
+        else:
+            with self.sessions.lock:  # type: ignore[attr-defined]
+                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
+                turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
         try:
             exact = context_tokens(body) if messages is None else 0  # model tokens already: not calibrated
             scale = self.calibration.ratio(model)
@@ -226,6 +237,51 @@ class Measurer:
         except BaseException:
             turn.end()  # the session's next request must not wait for one that never rewrites
             raise
+
+    def _resolve_shared(self, agent_id: str, chain: MessageChain, header: str | None, stored: bool) -> tuple[Resolution, Turn]:
+        """With replicas: the request's session resolved under its lock in the store (taken without the registry's
+        lock, which the holder may need), and its turn, which releases the lock when it ends (after the durable write)."""
+        if not stored:
+            raise NeedsStore(agent_id)
+        assert self.store is not None
+        registry, candidate = self.sessions, None
+        for _ in range(RELOCATE_TRIES):
+            if candidate is None:
+                candidate = registry.locate(agent_id, chain, header)  # type: ignore[attr-defined]
+            held = self.store.session_lock(agent_id, candidate) if candidate is not None else None
+            if held is not None:
+                held.acquire()
+            try:
+                with registry.lock:  # type: ignore[attr-defined]
+                    resolution = registry.resolve(agent_id, chain, header, locked=candidate)  # type: ignore[call-arg]
+                    turn = self.offload.turns.enter((agent_id, resolution.session.session_id))
+            except BaseException as exc:
+                if held is not None:
+                    held.release()
+                if not isinstance(exc, Relocate):
+                    raise
+                candidate = exc.session_id  # another process moved a tip meanwhile: that session's lock instead
+                continue
+            if held is not None:
+                if resolution.session.session_id == candidate:
+                    turn.release = held.release  # held until the turn ends: after the rewrite and its durable write
+                else:
+                    held.release()  # a new session or a child: no other process knows it yet
+            return resolution, turn
+        raise RuntimeError(f"no stable session after {RELOCATE_TRIES} tries (replicas keep moving its tip)")
+
+    @contextmanager
+    def turn_of(self, agent_id: str, session_id: str) -> Iterator[None]:
+        """A new turn of a session (an overflow retry's), under its lock in the store when replicas share it."""
+        held = self.store.session_lock(agent_id, session_id) if self.shared and self.store is not None else None
+        if held is not None:
+            held.acquire()
+        try:
+            with self.offload.turns.enter((agent_id, session_id)):
+                yield
+        finally:
+            if held is not None:
+                held.release()
 
     def record(self, m: Measurement, model: str, tokens_after: int, forwarded: bool = True) -> None:
         """Remember what this request showed about its session (before it is forwarded); its num_ctx only

@@ -29,7 +29,7 @@ async def _in_turn(request: web.Request, ctx: RequestContext, work: Callable[[],
         m = ctx.measurement
         if m is None:
             return work()
-        with measurer.offload.turns.enter((m.session.agent_id, m.session.session_id)):
+        with measurer.turn_of(m.session.agent_id, m.session.session_id):
             return work()
 
     return await measurer.offload.run(run)

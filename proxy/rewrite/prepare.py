@@ -104,10 +104,10 @@ def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: d
     its body is at most ``server.loop_rewrite_bytes``, no other thread holds the session registry, its session
     resolves from memory and has no other request in flight, and nothing it decides needs a durable write. Returns
     the bytes to forward; or the rest to run in a worker, in the request's turn (already taken); or None when
-    nothing was done (all of it goes to a worker, as for a large body)."""
+    nothing was done (all of it goes to a worker, as for a large body; always with replicas: the store is asked)."""
     measurer = app[appkeys.MEASURER]
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
-    if len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes or not lock.acquire(blocking=False):
+    if measurer.shared or len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes or not lock.acquire(blocking=False):
         return None
     try:
         messages = dialect.to_canonical(body)
