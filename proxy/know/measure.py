@@ -255,6 +255,7 @@ class Measurer:
                 with registry.lock:  # type: ignore[attr-defined]
                     resolution = registry.resolve(agent_id, chain, header, locked=candidate)  # type: ignore[call-arg]
                     turn = self.offload.turns.enter((agent_id, resolution.session.session_id))
+                    self.calibration.restore(self.store.ratios())  # what the other processes observed last
             except BaseException as exc:
                 if held is not None:
                     held.release()
@@ -318,14 +319,26 @@ class Measurer:
         # Ollama leaves the KV-cached part out of what it reports, natively and over its /v1 alike
         partial = self.config.route_for(model).kind == "ollama"
         ratio = self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
-        if ratio is not None and self.writer is not None:
-            self.writer.put(ModelRatio(model, ratio))
+        if ratio is not None:
+            self._keep_ratio(ModelRatio(model, ratio))
         s = m.session
         self.sessions.record(s.agent_id, s.session_id, upstream_prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                              calibration=self.calibration.ratio(model))
         seen = {"upstream_prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
                 "server_cleared_tokens": cleared or None}
         return {k: v for k, v in seen.items() if v is not None}
+
+    def _keep_ratio(self, ratio: ModelRatio) -> None:
+        """Into the background queue; with replicas, written at once: the session's next request may reach another process."""
+        if self.shared and self.store is not None:
+            try:
+                with self.sessions.lock:  # type: ignore[attr-defined]
+                    self.store.write_background([ratio])
+                return
+            except Exception:  # noqa: BLE001 - calibration is best effort: queued instead
+                log.warning("calibration_write_failed", model=ratio.model, exc_info=True)
+        if self.writer is not None:
+            self.writer.put(ratio)
 
     def observe_count(self, model: str, estimate: int, reported: int | None) -> None:
         """Calibrate against a count the upstream made of a prompt (Anthropic's count_tokens)."""
