@@ -1,0 +1,93 @@
+"""Per-session locks beside the SQLite file: one holder across threads and processes, released when a holder dies (SIGKILL)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from memory.store.session_locks import FileSessionLocks, slot_of
+from memory.store.sqlite_store import SQLiteStore
+
+HOLDER = """
+import sys
+from pathlib import Path
+from memory.store.session_locks import FileSessionLocks
+lock = FileSessionLocks(Path(sys.argv[1])).lock("agent", "s1")
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def held_elsewhere(path: Path, agent: str, session: str) -> bool:
+    """Whether another process holds the session's byte (probed without waiting)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot_of(agent, session), os.SEEK_SET)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # drops what the probe took
+    return False
+
+
+def test_a_session_lock_held_by_a_process_is_released_when_it_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "ruyi.db-locks"
+    root = Path(__file__).resolve().parents[3]
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"held"
+        assert held_elsewhere(path, "agent", "s1")
+        assert not held_elsewhere(path, "agent", "s2")  # another session is free
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert not held_elsewhere(path, "agent", "s1")  # the kernel took it back
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_threads_of_one_process_take_turns_on_a_session(tmp_path: Path) -> None:
+    locks = FileSessionLocks(tmp_path / "ruyi.db-locks")
+    order: list[str] = []
+    first = locks.lock("agent", "s1")
+    first.acquire()
+
+    def second() -> None:
+        with locks.lock("agent", "s1"):
+            order.append("second acquired")
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    order.append("first releasing")
+    first.release()
+    thread.join()
+    assert order == ["first releasing", "second acquired"]
+
+
+def test_a_lock_released_from_another_thread_is_released(tmp_path: Path) -> None:
+    """A request's lock is taken where it is resolved and released where its turn ends, maybe another thread."""
+    locks = FileSessionLocks(tmp_path / "ruyi.db-locks")
+    lock = locks.lock("agent", "s1")
+    lock.acquire()
+    thread = threading.Thread(target=lock.release)
+    thread.start()
+    thread.join()
+    with locks.lock("agent", "s1"):
+        pass
+
+
+@pytest.mark.parametrize("sid", ["s1", "会话"])
+def test_the_sqlite_store_hands_out_locks_beside_its_file(tmp_path: Path, sid: str) -> None:
+    store = SQLiteStore(tmp_path / "ruyi.db")
+    with store.session_lock("agent", sid):
+        assert (tmp_path / "ruyi.db-locks").exists()
+    store.close()

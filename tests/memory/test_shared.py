@@ -1,0 +1,95 @@
+"""The registry of a replica: a copy in memory is trusted only while the store holds its version; the lock names the session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.load import load_config
+from memory.chain import chain_of
+from memory.session import How
+from memory.sessions import SessionRegistry
+from memory.shared import Relocate, SharedRegistry
+from memory.store.sqlite_store import SQLiteStore
+
+CONFIG = load_config(None, {})
+
+
+def conversation(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "fix the bug"}]
+    for i in range(turns):
+        messages += [{"role": "assistant", "content": f"step {i}"}, {"role": "user", "content": f"ok {i}"}]
+    return messages
+
+
+def replica(path: Path, shared: bool = True) -> SessionRegistry:
+    """A process's registry: its own connection to the one file."""
+    kind = SharedRegistry if shared else SessionRegistry
+    return kind(CONFIG.sessions, store=SQLiteStore(path))
+
+
+def step(registry: SessionRegistry, turns: int, decide: dict[str, Any] | None = None, locked: str | None = None) -> Any:
+    """One request: resolve (under the lock `locate` names), decide, write before forwarding."""
+    chain = chain_of(conversation(turns))
+    if isinstance(registry, SharedRegistry):
+        locked = locked or registry.locate("agent", chain)
+        resolution = registry.resolve("agent", chain, locked=locked)
+    else:
+        resolution = registry.resolve("agent", chain)
+    s = resolution.session
+    assert registry.decide("agent", s.session_id, decide or {}, {}) if decide else registry.flush()
+    return resolution
+
+
+def test_a_replica_reads_back_a_session_another_wrote_since(tmp_path: Path) -> None:
+    a, b = replica(tmp_path / "ruyi.db"), replica(tmp_path / "ruyi.db")
+    sid = step(a, 1).session.session_id
+    step(a, 2, {"link-a": [{"target": "content", "new_text": "[ruyi: a]"}]})
+    moved = step(b, 3, {"link-b": [{"target": "content", "new_text": "[ruyi: b]"}]})
+    assert moved.session.session_id == sid and moved.how == How.CONTINUED and "link-a" in moved.session.decisions
+    again = step(a, 4)
+    assert again.session.session_id == sid and again.how == How.CONTINUED
+    assert set(again.session.decisions) == {"link-a", "link-b"}  # b's decision, not a's stale copy
+    assert again.session.requests == 4 and a.reloads == 1
+    assert a.store.session_version("agent", sid) == again.session.version  # type: ignore[union-attr]
+
+
+def test_without_the_version_check_a_stale_copy_would_be_trusted(tmp_path: Path) -> None:
+    """What the check prevents: a plain registry keeps using its own copy."""
+    a, b = replica(tmp_path / "ruyi.db", shared=False), replica(tmp_path / "ruyi.db")
+    step(a, 1)
+    step(b, 2, {"link-b": [{"target": "content", "new_text": "[ruyi: b]"}]})
+    assert "link-b" not in a.resolve("agent", chain_of(conversation(3))).session.decisions
+    assert not a.flush()  # and its write of the old chain collides with the newer one
+
+
+def test_every_write_moves_the_version_even_from_a_stale_copy(tmp_path: Path) -> None:
+    a, b = replica(tmp_path / "ruyi.db"), replica(tmp_path / "ruyi.db")
+    s = step(a, 1).session
+    assert s.version == 1 == a.store.session_version("agent", s.session_id)  # type: ignore[union-attr]
+    step(b, 2)
+    stale = a._agents["agent"].sessions[s.session_id]  # noqa: SLF001 - what a's memory still holds
+    assert stale.version == 1 and a.store.session_version("agent", s.session_id) == 2  # type: ignore[union-attr]
+    a.record("agent", s.session_id, tier="prune")  # written without the lock, from the stale copy
+    a.flush()
+    assert a.store.session_version("agent", s.session_id) == 3 != stale.version  # type: ignore[union-attr]
+
+
+def test_resolving_under_another_sessions_lock_changes_nothing(tmp_path: Path) -> None:
+    a = replica(tmp_path / "ruyi.db")
+    s = step(a, 1).session
+    with pytest.raises(Relocate) as raised:
+        a.resolve("agent", chain_of(conversation(2)), locked="someone-else")
+    assert raised.value.session_id == s.session_id
+    assert s.requests == 1 and len(s.links) == len(conversation(1))
+
+
+def test_a_replica_never_resolves_on_the_event_loop(tmp_path: Path) -> None:
+    from memory.chain_index import NeedsStore
+
+    a = replica(tmp_path / "ruyi.db")
+    step(a, 1)
+    with pytest.raises(NeedsStore):
+        a.resolve("agent", chain_of(conversation(2)), stored=False)
