@@ -25,8 +25,14 @@ class StoreError(Exception):
 class StoreOptions:
     """Where Ruyi keeps its durable state."""
 
-    backend: Literal["sqlite", "memory"] = "sqlite"
-    """``sqlite``: durable, under ``data_dir``; ``memory``: nothing survives a restart."""
+    backend: Literal["sqlite", "memory", "postgres"] = "sqlite"
+    """``sqlite``: durable, under ``data_dir``; ``memory``: nothing survives a restart; ``postgres``: durable, in the
+    database at ``url``, shared by several Ruyi processes."""
+    url: str = ""
+    """The PostgreSQL database of ``backend: postgres`` (``postgresql://user@host:5432/db``; a schema other than public:
+    ``?options=-csearch_path%3Dname``); also ``RUYI_STORE__URL``."""
+    pool_max: int = 8
+    """``postgres``: connections each Ruyi process keeps open at most for the store (anchors and recall have a few more)."""
     data_dir: str = "./.ruyi"
     """Directory of the database (``ruyi.db``), created on first start."""
     sweep_interval_hours: float = 24.0
@@ -46,6 +52,10 @@ class StoreOptions:
     def check(self) -> None:
         if self.sweep_interval_hours <= 0:
             raise ValueError("sweep_interval_hours must be positive")
+        if self.backend == "postgres" and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("backend postgres needs url: postgresql://user@host:5432/database (or RUYI_STORE__URL)")
+        if self.pool_max < 1:
+            raise ValueError("pool_max must be >= 1")
         if self.busy_timeout_ms < 0 or self.queue_max < 1 or self.unsaved_max < 1:
             raise ValueError("busy_timeout_ms must be >= 0, queue_max and unsaved_max >= 1")
 
@@ -284,3 +294,17 @@ class Hit:
     matched: int
     """How many of the query's terms it holds."""
     row: dict[str, Any]
+
+
+class KeeperDatabase(Protocol):
+    """The keeper's database: SQLite's (memory/store/sqlite_database.py) or PostgreSQL's (memory/store/pg_database.py). Its
+    connections take SQL with ``?`` placeholders, written once for both (ON CONFLICT, no INSERT OR …)."""
+
+    location: str
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write, all of it or nothing; writers are serialized (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock)."""
+
+    def reading(self) -> AbstractContextManager[Any]: ...
+
+    def close(self) -> None: ...

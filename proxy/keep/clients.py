@@ -8,7 +8,6 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 from memory.anchors.anchor import AnchorError
@@ -16,6 +15,8 @@ from memory.anchors.render import compact, export, full
 from memory.notebook.render import injected, markdown
 from memory.notebook.sections import ENGLISH, SECTIONS, NotebookError
 from memory.notebook.sqlite_notebook import Notebook
+from memory.store.backend import open_database, open_store
+from memory.store.base import StoreOptions
 from proxy.keep.keeper import Keeper, NotebookOptions
 from summaries.llm import LLMSummarizer, SummarizerOptions
 
@@ -36,10 +37,10 @@ def _notebook(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
 class Local:
     """The store's file itself (safe while Ruyi runs: each change one transaction; the server sees it on its next read)."""
 
-    def __init__(self, path: Path | None, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions) -> None:
-        self.keeper = Keeper(path, notebook, LLMSummarizer(summarizer) if summarizer.model else None)
+    def __init__(self, store: StoreOptions, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions) -> None:
+        self.keeper = Keeper(open_database(store), notebook, LLMSummarizer(summarizer) if summarizer.model else None)
         self.agent = agent
-        self.path = path
+        self.store = store
 
     def close(self) -> None:
         self.keeper.close()
@@ -92,11 +93,9 @@ class Local:
     def session_form(self, session_id: str, form: str) -> Answer:
         """A session's form from the store's file: its record and reports beside what the agent's memory holds."""
         from memory.forms.render import build
-        from memory.store.sqlite_store import SQLiteStore
-
-        if self.path is None:
+        store = open_store(self.store)
+        if store is None:
             raise CommandError("store.backend is memory: no session outlives its Ruyi (use --server)")
-        store = SQLiteStore(self.path)
         try:
             stored = store.load_session(self.agent, session_id)
             reports = store.reports(self.agent, session_id, 1000) if stored is not None else []

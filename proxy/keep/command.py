@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from config.load import load_config
@@ -88,8 +87,7 @@ def open_target(args: argparse.Namespace) -> Local | Remote:
     if args.server:
         return Remote(args.server, args.agent, key)
     config = load_config(args.config, os.environ)
-    path = Path(config.store.data_dir) / "ruyi.db" if config.store.backend == "sqlite" else None
-    return Local(path, args.agent or "default", config.notebook, config.summarizer)
+    return Local(config.store, args.agent or "default", config.notebook, config.summarizer)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -21,7 +20,7 @@ from memory.forms.sqlite_forms import SessionMemory
 from memory.notebook import compaction
 from memory.notebook.proposals import propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
-from memory.store.sqlite_database import Database
+from memory.store.base import KeeperDatabase
 from proxy.keep.activity import Activity
 from proxy.keep.subagents import Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
@@ -67,9 +66,9 @@ class NotebookOptions:
 class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
-    def __init__(self, path: Path | None, options: NotebookOptions, summarizer: LLMSummarizer | None, busy_timeout_ms: int = 5000,
+    def __init__(self, db: KeeperDatabase, options: NotebookOptions, summarizer: LLMSummarizer | None,
                  run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.db = Database(path, busy_timeout_ms)
+        self.db = db
         self.options = options
         self.summarizer = summarizer
         self.anchors = AnchorBook(self.db, clock, redact)

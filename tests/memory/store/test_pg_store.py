@@ -1,0 +1,131 @@
+"""The PostgreSQL backend: versioned migrations and drift, the same tables as SQLite, writes idempotent under concurrency."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memory.store import pg_schema, sqlite_schema
+from memory.store.backend import open_store
+from memory.store.base import Audit, ChainUpdate, Changes, Report, SessionRecord, StoreError, StoreOptions
+from memory.store.pg_database import location_of
+from memory.store.pg_store import PgStore
+from tests import pg
+
+
+def test_migrated_to_the_latest_version_once_and_reopened_as_is(pg_server: str) -> None:
+    with pg.fresh_schema(pg_server) as url:
+        for _ in range(2):
+            store = open_store(StoreOptions(backend="postgres", url=url))
+            assert isinstance(store, PgStore)
+            store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
+            store.close()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+                (v,) for v in range(1, pg_schema.LATEST + 1)]
+        store = PgStore(url)
+        assert store.load_session("a", "s") is not None and store.session_ids("a") == ["s"]
+        store.close()
+
+
+def test_a_database_migrated_by_a_newer_ruyi_is_refused_naming_it_and_both_versions(pg_server: str) -> None:
+    with pg.fresh_schema(pg_server) as url:
+        PgStore(url).close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (pg_schema.LATEST + 1,))
+        with pytest.raises(StoreError) as err:
+            open_store(StoreOptions(backend="postgres", url=url))
+        message = str(err.value)
+        assert location_of(url) in message and f"version {pg_schema.LATEST + 1}" in message and f"({pg_schema.LATEST})" in message
+        assert "RUYI_STORE__URL" in message
+
+
+def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
+    url = "postgresql://ruyi:s3cret-pw@127.0.0.1:1/none"
+    with pytest.raises(StoreError) as err:
+        PgStore(url)
+    assert "s3cret-pw" not in str(err.value) and "ruyi:***@127.0.0.1:1" in str(err.value)
+
+
+def test_postgres_needs_a_url() -> None:
+    with pytest.raises(ValueError, match="url"):
+        StoreOptions(backend="postgres").check()
+
+
+def _sqlite_tables(path: Path) -> dict[str, set[str]]:
+    conn = sqlite3.connect(path)
+    sqlite_schema.migrate(conn, path)
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'recall_fts_%'")]
+    tables = {n: {r[1] for r in conn.execute(f"PRAGMA table_info({n})")} for n in names}
+    conn.close()
+    return tables
+
+
+def test_every_sqlite_table_and_column_has_its_postgres_twin(pg_url: str, tmp_path: Path) -> None:
+    """A migration added to one backend only fails here: port it (same number) to the other."""
+    assert pg_schema.LATEST == sqlite_schema.LATEST
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()").fetchall()
+    ours: dict[str, set[str]] = {}
+    for table, column in rows:
+        ours.setdefault(table, set()).add(column)
+    ours.pop("schema_version")
+    theirs = _sqlite_tables(tmp_path / "ruyi.db")
+    assert set(ours) == set(theirs)
+    for table, columns in theirs.items():
+        extra = {"id"} | ({"terms", "size"} if table == "recall_fts" else set())  # row order; the search index
+        assert ours[table] - extra == columns, table
+
+
+def test_two_replicas_recording_the_same_request_at_once_leave_one_row_each(pg_url: str) -> None:
+    stores = [PgStore(pg_url), PgStore(pg_url)]
+    links = tuple(f"l{i}" for i in range(20))
+    changes = Changes(
+        sessions=[SessionRecord("a", "s", created_at=1.0, last_seen=2.0, requests=1)],
+        chains=[ChainUpdate("a", "s", 0, links)],
+        links=[("a", link, "s") for link in links],
+        tips=[("a", links[-1], "s")],
+        decisions=[("a", "s", link, [{"ref_id": f"r-{link}"}]) for link in links],
+        refs=[("a", "s", f"r-{link}", "original") for link in links],
+    )
+    background = [Report("a", "s", "req-1", {"n": 1}), Audit("a", "s", "req-1", {"n": 1})]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def record(store: PgStore) -> None:
+        try:
+            start.wait()
+            for _ in range(10):
+                store.write(changes)
+                store.write_background(background)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record, args=(s,)) for s in stores for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(pg_url) as conn:
+        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+                  for t in ("sessions", "chain", "links", "tips", "decisions", "refs", "reports", "audit")}
+    assert counts == {"sessions": 1, "chain": 20, "links": 20, "tips": 1, "decisions": 20, "refs": 20, "reports": 1, "audit": 1}
+    stored = stores[1].load_session("a", "s")
+    assert stored is not None and stored.links == links and stored.is_tip and len(stored.decisions) == 20
+    for s in stores:
+        s.close()
+
+
+def test_forget_clears_every_table_that_names_the_agent_or_its_sub_agents(pg_url: str) -> None:
+    store = PgStore(pg_url)
+    for agent in ("a", "a/child", "ab"):
+        store.write(Changes(sessions=[SessionRecord(agent, "s", last_seen=1.0)], refs=[(agent, "s", "r", "x")]))
+    removed = store.forget("a")
+    assert removed["sessions"] == 2 and removed["refs"] == 2
+    assert store.session_ids("ab") == ["s"] and store.session_ids("a/child") == []
+    store.close()
