@@ -118,6 +118,10 @@ MIGRATIONS: tuple[str, ...] = (
         created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (agent_id, session_id, child_id)
     )
     """,
+    # 4: a version per session, bumped by every write of its row (replicas: a stale copy in memory is detected)
+    """
+    ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N, as SQLite's migration N does (memory/store/sqlite_schema.py):
 append to both, never edit a released one."""

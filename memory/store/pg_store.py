@@ -24,16 +24,19 @@ from memory.store.base import (
     Usage,
 )
 from memory.store.pg_database import location_of, open_pool
+from memory.store.pg_locks import AdvisoryLock, PgSessionLocks
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 _COLUMNS = tuple(f.name for f in fields(SessionRecord))
 _QUOTED = tuple(f'"{c}"' for c in _COLUMNS)  # "window" is a reserved word
+assert _COLUMNS[-1] == "version"  # the upsert below moves it on by its own rule
 _SELECT_SESSION = f"SELECT {', '.join(_QUOTED)} FROM sessions WHERE agent_id = %s AND session_id = %s"
 _UPSERT_SESSION = (
     f"INSERT INTO sessions ({', '.join(_QUOTED)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))}) "
-    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _QUOTED[2:])}"
+    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _QUOTED[2:-1])}, "
+    "version = GREATEST(excluded.version, sessions.version + 1)"  # a write from a stale copy still moves the version on
 )
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", "turns", "chunks", "archives", "recall_fts", "snapshots",
                 "child_results", "session_facts", "sessions")
@@ -73,6 +76,7 @@ class PgStore:
         self.url = url
         self.location = location_of(url)
         self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store")
+        self._locks = PgSessionLocks(url)
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
 
@@ -153,6 +157,15 @@ class PgStore:
 
     def find_links(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         return self._find("links", agent_id, links)
+
+    def session_version(self, agent_id: str, session_id: str) -> int | None:
+        with self.pool.connection() as c:
+            row = c.execute("SELECT version FROM sessions WHERE agent_id = %s AND session_id = %s", (agent_id, session_id)).fetchone()
+        return None if row is None else int(row[0])
+
+    def session_lock(self, agent_id: str, session_id: str) -> AdvisoryLock:
+        """An advisory lock every replica on this database honours (memory/store/pg_locks.py)."""
+        return self._locks.lock(agent_id, session_id)
 
     def load_session(self, agent_id: str, session_id: str) -> StoredSession | None:
         key = (agent_id, session_id)
@@ -236,6 +249,7 @@ class PgStore:
         """Nothing to do: PostgreSQL checkpoints on its own."""
 
     def close(self) -> None:
+        self._locks.close()
         self.pool.close()
 
 

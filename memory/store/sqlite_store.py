@@ -32,9 +32,10 @@ from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
 _COLUMNS = tuple(f.name for f in fields(SessionRecord))
+assert _COLUMNS[-1] == "version"  # the upsert below moves it on by its own rule
 _UPSERT_SESSION = (
     f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:] if c != 'version')}, "
+    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:-1])}, "
     "version = max(excluded.version, sessions.version + 1)"  # a write from a stale copy still moves the version on
 )
 _IN_LIST = "IN (SELECT value FROM json_each(?))"

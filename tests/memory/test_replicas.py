@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
@@ -17,7 +18,13 @@ from tests.traces import load, requests_of, trace_files
 
 CONFIG: dict[str, Any] = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}}
 """As the restart test's: sticky decisions and an archive early on; recall (written off the path) not compared."""
-SHARED = {**CONFIG, "store": {"shared": True}}
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The replicas' config: one SQLite file, or one PostgreSQL database (skipped without a server)."""
+    if request.param == "postgres":
+        return {**CONFIG, "store": {"shared": True, "backend": "postgres", "url": request.getfixturevalue("pg_url")}}
+    return {**CONFIG, "store": {"shared": True}}
 
 
 def trace() -> Path:
@@ -45,13 +52,14 @@ async def single_run(url: str, tmp_path: Path, fake: FakeUpstream, requests: Seq
     return expected
 
 
-async def test_two_replicas_alternating_forward_what_one_process_forwards(upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
+async def test_two_replicas_alternating_forward_what_one_process_forwards(
+        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
     requests = requests_of(load(trace())["messages"])
     ids = [f"req-{i}" for i in range(len(requests))]
     url = base_url(upstream) + "/v1"
     expected = await single_run(url, tmp_path, fake, requests, ids)
 
-    replicas = [RuyiProcess(url, tmp_path / "shared", SHARED, tmp_path / f"replica-{n}.log") for n in range(2)]
+    replicas = [RuyiProcess(url, tmp_path / "shared", shared, tmp_path / f"replica-{n}.log") for n in range(2)]
     for proc in replicas:
         await proc.start()
     sessions = await alternate(replicas, requests, ids)
@@ -66,7 +74,7 @@ async def test_two_replicas_alternating_forward_what_one_process_forwards(upstre
 
 
 async def test_a_replica_killed_mid_session_the_other_carries_on_byte_identically(
-        upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
+        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
     requests = requests_of(load(trace())["messages"])
     ids = [f"req-{i}" for i in range(len(requests))]
     url = base_url(upstream) + "/v1"
@@ -75,7 +83,7 @@ async def test_a_replica_killed_mid_session_the_other_carries_on_byte_identicall
     cut = first_rewrite + 3
     assert cut < len(requests) - 5
 
-    replicas = [RuyiProcess(url, tmp_path / "shared", SHARED, tmp_path / f"replica-{n}.log") for n in range(2)]
+    replicas = [RuyiProcess(url, tmp_path / "shared", shared, tmp_path / f"replica-{n}.log") for n in range(2)]
     for proc in replicas:
         await proc.start()
     before = await alternate(replicas, requests[:cut], ids[:cut])
