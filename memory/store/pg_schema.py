@@ -131,7 +131,10 @@ LATEST = len(MIGRATIONS)
 
 def version_of(conn: psycopg.Connection) -> int:
     """The schema's version (0: no Ruyi table yet)."""
-    row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    # pg_tables through the statement's own snapshot: to_regclass reads the backend's catalog cache, which an advisory
+    # lock does not refresh, so a replica that waited for another's migration would not see its table
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() "
+                       "AND tablename = 'schema_version')").fetchone()
     if not row or not row[0]:
         return 0
     found = conn.execute("SELECT max(version) FROM schema_version").fetchone()

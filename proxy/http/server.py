@@ -107,7 +107,11 @@ def supervise(config: Config, run_one: Callable[[Config], None], log: structlog.
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the supervisor alone, which passes it on once
+                _end_with_parent()
                 run_one(config)
+            except (KeyboardInterrupt, web.GracefulExit):  # a second signal while draining
+                pass
             except BaseException:  # noqa: BLE001 - the worker's end, whatever it was, is its exit status
                 log.exception("worker_failed", pid=os.getpid())
                 status = 1
@@ -146,3 +150,13 @@ def supervise(config: Config, run_one: Callable[[Config], None], log: structlog.
         start()
     log.info("workers_stopped")
     return 1 if failed else 0
+
+
+def _end_with_parent() -> None:
+    """Linux: this worker gets SIGTERM when its supervisor dies (even by SIGKILL), so no worker outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # another system: a supervisor killed outright leaves its workers running
+        pass
