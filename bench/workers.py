@@ -2,7 +2,8 @@
 
 Many agents at once (``--agents``, each its own session: ``X-Ruyi-Agent``), each sending a conversation that grows
 by a turn per request (``--requests`` each, messages of about 1.5 KB), all in flight together against the fake
-upstream (its own process). Per configuration: requests per second over the whole run, and the median and 95th
+upstream (its own process). ``1 shared`` is one worker with ``store.shared`` (what sharing costs without a second
+process). Per configuration: requests per second over the whole run, and the median and 95th
 percentile latency. Each configuration is run ``--rounds`` times, interleaved, and the best round is kept (the
 machine is shared: the best is the least disturbed). A new connection per request, so the kernel spreads them
 over the workers (SO_REUSEPORT picks a worker per connection).
@@ -99,10 +100,11 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for backend, store in stores.items():
-                for workers in args.workers:
+                for workers in [*args.workers, 0]:  # 0: one worker with store.shared (what sharing costs, without the processes)
                     if backend == "postgres":
                         clean_pg(args.pg)
-                    proc, url, data = start(workers, f"http://127.0.0.1:{up_port}/v1", store)
+                    shared = {**store, "shared": True} if workers == 0 else store
+                    proc, url, data = start(max(workers, 1), f"http://127.0.0.1:{up_port}/v1", shared)
                     try:
                         got = asyncio.run(measure(url, args.agents, args.requests))
                     finally:
@@ -119,11 +121,12 @@ def main() -> None:
             with psycopg.connect(args.pg, autocommit=True) as conn:
                 conn.execute("DROP SCHEMA IF EXISTS ruyi_bench_workers CASCADE")
     print(f"{args.agents} agents x {args.requests} requests, best of {args.rounds} rounds, {os.cpu_count()} cores")
-    print(f"{'store':10} {'workers':>7} {'req/s':>8} {'vs 1':>6} {'p50 ms':>8} {'p95 ms':>8}")
+    print(f"{'store':10} {'workers':>8} {'req/s':>8} {'vs 1':>6} {'p50 ms':>8} {'p95 ms':>8}")
     for (backend, workers), got in best.items():
         one = best.get((backend, 1))
         ratio = f"{got['rps'] / one['rps']:.2f}x" if one else "-"
-        print(f"{backend:10} {workers:>7} {got['rps']:>8.1f} {ratio:>6} {got['p50_ms']:>8.1f} {got['p95_ms']:>8.1f}")
+        name = "1 shared" if workers == 0 else str(workers)
+        print(f"{backend:10} {name:>8} {got['rps']:>8.1f} {ratio:>6} {got['p50_ms']:>8.1f} {got['p95_ms']:>8.1f}")
 
 
 if __name__ == "__main__":
