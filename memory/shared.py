@@ -74,18 +74,23 @@ class SharedRegistry(SessionRegistry):
         return find_session(agent_id, links, low, {}, unsaved, lookup, lambda sid: self._live(agent_id, sid, stored))
 
     def _live(self, agent_id: str, session_id: str, stored: bool) -> Session | None:
-        """The session, read back when the store holds a newer version than memory."""
+        """The session, read back when the store holds another version than memory (None: removed by another process,
+        unless this one never wrote it)."""
         assert self.store is not None
         agent = self._agents.get(agent_id)
         held = agent.sessions.get(session_id) if agent is not None else None
         if held is not None:
             version = self.store.session_version(agent_id, session_id)
-            if version is not None and version != held.version:
+            if version != held.version and (version is not None or held.version > 0):  # newer, or removed elsewhere
                 log.info("session_reloaded", agent_id=agent_id, session_id=session_id, held=held.version, stored=version)
                 self.reloads += 1
                 self._unsaved.forget(agent_id, session_id)
                 self._evict(agent_id, session_id)
         return self.get(agent_id, session_id, stored=stored)
+
+    def refresh(self, agent_id: str, session_id: str) -> Session | None:
+        """The session as the store has it now (a person's action on it, under its lock)."""
+        return self._live(agent_id, session_id, True)
 
     def _advance(self, session: Session, chain: MessageChain, how: How, shared: int) -> Resolution:
         if how in (How.HEADER, How.CONTINUED) and session.session_id != self.locked:

@@ -112,5 +112,5 @@ def test_the_replicas_share_postgresql_from_a_secret() -> None:
             pytest.skip(f"the PostgreSQL backend is not in this checkout: {exc}")
         raise
     assert config.store.shared and config.store.backend == "postgres" and config.server.port == port
-    assert config.auth.resolved_keys  # on the pod network: clients need a key
+    assert config.auth.keys == ("env:RUYI_CLIENT_KEY",) and env["RUYI_CLIENT_KEY"]  # on the pod network: clients need a key
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > config.server.shutdown_grace_seconds

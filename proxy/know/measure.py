@@ -284,6 +284,18 @@ class Measurer:
             if held is not None:
                 held.release()
 
+    def decide_in_turn(self, agent_id: str, session_id: str, decide: Callable[[Session], Mapping[str, Any]],
+                       clear_batch_retry: bool = False) -> bool:
+        """A person's action on a session (the archive API): ``decide(session)`` makes the decisions, written in the
+        session's turn; with replicas on the copy the store has now, under the session's lock. In a worker thread."""
+        with self.turn_of(agent_id, session_id):
+            if self.shared:
+                self.sessions.refresh(agent_id, session_id)  # type: ignore[attr-defined]
+            session = self.sessions.get(agent_id, session_id)
+            if session is None:
+                return False
+            return self.sessions.decide(agent_id, session_id, decide(session), {}, None, clear_batch_retry)
+
     def record(self, m: Measurement, model: str, tokens_after: int, forwarded: bool = True) -> None:
         """Remember what this request showed about its session (before it is forwarded); its num_ctx only
         when the rewritten body, which carries it, is what goes out."""

@@ -95,3 +95,13 @@ def test_a_replica_never_resolves_on_the_event_loop(make_store: MakeStore) -> No
     step(a, 1)
     with pytest.raises(NeedsStore):
         a.resolve("agent", chain_of(conversation(2)), stored=False)
+
+
+def test_a_session_removed_by_another_replica_is_not_brought_back(make_store: MakeStore) -> None:
+    a, b = replica(make_store), replica(make_store)
+    sid = step(a, 1).session.session_id
+    assert step(b, 2).session.session_id == sid  # b holds a copy now
+    a.forget("agent", sid)  # DELETE /ruyi/v1/sessions/<id> on replica a
+    again = step(b, 3)
+    assert again.session.session_id != sid and again.how == How.NEW
+    assert b.store.session_version("agent", sid) is None  # type: ignore[union-attr]
