@@ -3,6 +3,7 @@ them (one killed with SIGKILL mid-session), forward the bytes one process forwar
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream
-from tests.memory.ruyi_process import Messages, RuyiProcess, forwarded, post
+from tests.memory.ruyi_process import Messages, RuyiProcess, forwarded, post, wait_for
 from tests.traces import load, requests_of, trace_files
 
 CONFIG: dict[str, Any] = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}}
@@ -94,3 +95,34 @@ async def test_a_replica_killed_mid_session_the_other_carries_on_byte_identicall
     got = forwarded(fake)
     assert [i for i, _ in got] == ids
     assert [body for _, body in got] == expected  # byte for byte
+
+
+async def test_a_replica_killed_mid_request_the_client_retries_on_the_other_with_the_same_bytes(
+        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
+    """Killed after it forwarded (its decisions durable) and before it answered: the client's retry on the other
+    replica forwards the very bytes the dead one did, and the session goes on as one process's would."""
+    requests = requests_of(load(trace())["messages"])
+    ids = [f"req-{i}" for i in range(len(requests))]
+    url = base_url(upstream) + "/v1"
+    expected = await single_run(url, tmp_path, fake, requests, ids)
+    cut = next(i for i, body in enumerate(expected) if b"[ruyi:" in body) + 1  # decisions exist; this request may add more
+    if cut % 2:
+        cut += 1  # the request is sent to replicas[0], the one killed
+    replicas = [RuyiProcess(url, tmp_path / "shared", shared, tmp_path / f"replica-{n}.log") for n in range(2)]
+    for proc in replicas:
+        await proc.start()
+    await alternate(replicas, requests[:cut], ids[:cut])
+    fake.fault = "hold"  # the upstream has the request and has not answered
+    async with aiohttp.ClientSession() as http:
+        pending = asyncio.ensure_future(post(http, replicas[0].url, requests[cut], "agent", ids[cut]))
+        await wait_for(lambda: len(forwarded(fake)) == cut + 1, "the request forwarded by the replica about to die")
+        await replicas[0].kill()
+        with pytest.raises(aiohttp.ClientError):
+            await pending
+    fake.fault = None
+    fake.held.set()
+    await alternate(replicas[1:], requests[cut:], ids[cut:])  # the client's retry, then the rest of the session
+    assert await replicas[1].stop() == 0
+    got = [body for _, body in forwarded(fake)]
+    assert got[cut] == got[cut + 1] == expected[cut]  # what the dead replica sent, and the retry, byte for byte
+    assert got[: cut + 1] + got[cut + 2:] == expected
