@@ -17,8 +17,8 @@ from config.schema import Config
 from proxy.http.app import make_app
 from proxy.http.exposure import server_options
 from proxy.rewrite.steps import default_steps
-from memory.store.backend import open_store
-from memory.store.base import Store, StoreOptions
+from memory.store.backend import open_database, open_recall, open_store
+from memory.store.base import KeeperDatabase, Store, StoreOptions
 from tests import pg
 from tests.fake_upstream import FakeUpstream, make_fake_app
 
@@ -132,3 +132,26 @@ def make_store(store_options: StoreOptions) -> Iterator[Callable[[], Store]]:
             store.close()
         except Exception:  # noqa: BLE001 - closed by the test already
             pass
+
+
+@pytest.fixture
+def keeper_database(store_options: StoreOptions) -> Iterator[KeeperDatabase]:
+    """The keeper's database (anchors, notebook, forms) on the test's backend, closed after."""
+    db = open_database(store_options)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_recall(store_options: StoreOptions, make_store: Callable[[], Store]) -> Iterator[Callable[[], Any]]:
+    """Recall beside the test's store (its own connection or pool each call), all closed after the test."""
+    opened: list[Any] = []
+
+    def make() -> Any:
+        recall = open_recall(store_options, make_store())
+        opened.append(recall)
+        return recall
+
+    yield make
+    for recall in opened:
+        recall.close()

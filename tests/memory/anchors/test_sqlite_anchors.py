@@ -1,23 +1,22 @@
-"""An agent's anchors in a real SQLite file: numbering per agent and type, patches, capture once, isolation."""
+"""An agent's anchors in a real SQLite file and in PostgreSQL: numbering per agent and type, patches, capture once, isolation."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from memory.anchors.anchor import AnchorError
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
-from memory.store.sqlite_database import Database
+from memory.store.base import KeeperDatabase
 
 FIELDS = {"alternatives": "Postgres", "why": "nothing to install", "impact": "memory/store", "verification": "pytest",
           "rollback": "store.backend: memory"}
 
 
 @pytest.fixture
-def book(tmp_path: Path) -> AnchorBook:
-    return AnchorBook(Database(tmp_path / "ruyi.db"))
+def book(keeper_database: KeeperDatabase) -> AnchorBook:
+    """On both backends (SQLite, PostgreSQL)."""
+    return AnchorBook(keeper_database)
 
 
 def test_ids_are_numbered_per_agent_and_type(book: AnchorBook) -> None:
