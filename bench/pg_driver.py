@@ -3,7 +3,9 @@
 The store's interface is synchronous and runs in worker threads (proxy/offload.py), so each driver is measured as the
 store would call it from such a thread: psycopg 3 with its pool (the real ``PgStore``), and asyncpg reached from that
 thread through an event loop of its own (``run_coroutine_threadsafe``), plus asyncpg on its own loop (its best case,
-what it would cost if the store were asynchronous). Then the same operations through ``SQLiteStore`` and ``PgStore``.
+what it would cost if the store were asynchronous). Then the same operations through ``SQLiteStore`` and ``PgStore``
+(PostgreSQL as configured, and with ``synchronous_commit = off``: a commit not waiting for its WAL flush, the
+durability of SQLite's ``synchronous = NORMAL``, which Ruyi uses: a crash of Ruyi loses nothing either way).
 
 The hot operations, per request of a session: ``find_tips`` (the messages since the last request), the durable
 ``write`` of what it decided (the session row, two chain positions, two links, the tip moved, one decision, one ref),
@@ -183,8 +185,10 @@ def main() -> int:
         table("Drivers, called as the store is (from a worker thread)", compare(drivers, args.requests, args.rounds),
               "psycopg 3 (pool, sync: PgStore)")
         with tempfile.TemporaryDirectory() as tmp:
+            lazy = url + "%20-csynchronous_commit%3Doff"  # the server's own setting, per connection here
             backends: dict[str, Callable[[], Store]] = {"SQLite (WAL, one file)": lambda: SQLiteStore(Path(tmp) / "ruyi.db"),
-                                                        "PostgreSQL (psycopg 3, 127.0.0.1)": lambda: PgStore(url)}
+                                                        "PostgreSQL (psycopg 3, 127.0.0.1)": lambda: PgStore(url),
+                                                        "PostgreSQL, synchronous_commit=off": lambda: PgStore(lazy)}
             table("Store operations, SQLite vs PostgreSQL", compare(backends, args.requests, args.rounds), "SQLite (WAL, one file)")
     finally:
         pg.drop_schema(server, schema)

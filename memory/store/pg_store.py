@@ -93,12 +93,13 @@ class PgStore:
         """Run ``write`` in one transaction (its statements sent in one pipeline: one round trip, not one each)."""
         for attempt in range(RETRIES + 1):
             try:
-                with self._transaction() as c:
-                    if pipelined:
-                        with c.pipeline():
+                with self.pool.connection() as c:
+                    if pipelined:  # BEGIN, the statements and COMMIT sent together
+                        with c.pipeline(), c.transaction():
                             write(c)
                     else:
-                        write(c)
+                        with c.transaction():
+                            write(c)
                 return
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, psycopg.errors.UniqueViolation):
                 if attempt == RETRIES:
