@@ -24,7 +24,6 @@ from memory.store.base import (
     Usage,
 )
 from memory.store.pg_database import location_of, open_pool
-from memory.store.pg_locks import PgSessionLock, PgSessionLocks
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -82,7 +81,6 @@ class PgStore:
         self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store")
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
-        self._locks = PgSessionLocks(url)
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
@@ -177,11 +175,6 @@ class PgStore:
         decisions = {link: json.loads(body) for link, body in zip(decided, bodies, strict=True)}
         return StoredSession(SessionRecord(*record), tuple(links), decisions, bool(links) and bool(tip))
 
-    def session_lock(self, agent_id: str, session_id: str) -> PgSessionLock:
-        """Honoured by every process on this database (and every thread of this one): a session-level advisory lock
-        (memory/store/pg_locks.py), released by the server when its holder dies."""
-        return self._locks.lock(agent_id, session_id)
-
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         with self.pool.connection() as c:
             rows = c.execute("SELECT body FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC LIMIT %s",
@@ -250,7 +243,6 @@ class PgStore:
         """Nothing to do: PostgreSQL checkpoints on its own."""
 
     def close(self) -> None:
-        self._locks.close()
         self.pool.close()
 
 
