@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -81,11 +81,6 @@ class PgStore:
         self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store")
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection]:
-        with self.pool.connection() as conn, conn.transaction():
-            yield conn
 
     def _retrying(self, write: Callable[[psycopg.Connection], None], pipelined: bool = False) -> None:
         """Run ``write`` in one transaction (its statements sent in one pipeline: one round trip, not one each)."""
