@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,8 +18,8 @@ from config.schema import Config
 from proxy.http.app import make_app
 from proxy.http.exposure import server_options
 from proxy.rewrite.steps import default_steps
-from memory.store.backend import open_store
-from memory.store.base import Store, StoreOptions
+from memory.store.backend import open_database, open_recall, open_store
+from memory.store.base import KeeperDatabase, Store, StoreOptions
 from tests import pg
 from tests.fake_upstream import FakeUpstream, make_fake_app
 
@@ -116,12 +117,25 @@ def store_options(request: pytest.FixtureRequest, tmp_path: Path) -> StoreOption
 
 
 @pytest.fixture
-def make_store(store_options: StoreOptions) -> Iterator[Callable[[], Store]]:
-    """Open the test's store (again and again: each call a new connection to the same data); all closed after the test."""
+def make_store(store_options: StoreOptions) -> Iterator[Callable[..., Store]]:
+    """Open the test's store (again and again: each call a new connection to the same data); ``make_store("other")`` opens
+    another, empty store of the same backend (PostgreSQL: a schema of its own). All closed (and dropped) after the test."""
     opened: list[Store] = []
+    others: dict[str, StoreOptions] = {}
+    schemas: list[str] = []
 
-    def make() -> Store:
-        store = open_store(store_options)
+    def make(name: str | None = None) -> Store:
+        options = store_options
+        if name is not None:
+            if name not in others:
+                if store_options.backend == "postgres":
+                    schema, url = pg.create_schema(pg.probe()[0] or "", "ruyi_other")
+                    schemas.append(schema)
+                    others[name] = dataclasses.replace(store_options, url=url)
+                else:
+                    others[name] = dataclasses.replace(store_options, data_dir=str(Path(store_options.data_dir).parent / name))
+            options = others[name]
+        store = open_store(options)
         assert store is not None
         opened.append(store)
         return store
@@ -132,3 +146,28 @@ def make_store(store_options: StoreOptions) -> Iterator[Callable[[], Store]]:
             store.close()
         except Exception:  # noqa: BLE001 - closed by the test already
             pass
+    for schema in schemas:
+        pg.drop_schema(pg.probe()[0] or "", schema)
+
+
+@pytest.fixture
+def keeper_database(store_options: StoreOptions) -> Iterator[KeeperDatabase]:
+    """The keeper's database (anchors, notebook, forms) on the test's backend, closed after."""
+    db = open_database(store_options)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_recall(store_options: StoreOptions, make_store: Callable[..., Store]) -> Iterator[Callable[[], Any]]:
+    """Recall beside the test's store (its own connection or pool each call), all closed after the test."""
+    opened: list[Any] = []
+
+    def make() -> Any:
+        recall = open_recall(store_options, make_store())
+        opened.append(recall)
+        return recall
+
+    yield make
+    for recall in opened:
+        recall.close()

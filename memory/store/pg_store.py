@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -32,7 +32,13 @@ T = TypeVar("T")
 _COLUMNS = tuple(f.name for f in fields(SessionRecord))
 _QUOTED = tuple(f'"{c}"' for c in _COLUMNS)  # "window" is a reserved word
 assert _COLUMNS[-1] == "version"  # the upsert below moves it on by its own rule
-_SELECT_SESSION = f"SELECT {', '.join(_QUOTED)} FROM sessions WHERE agent_id = %s AND session_id = %s"
+_OF_SESSION = "WHERE agent_id = s.agent_id AND session_id = s.session_id"
+_LOAD_SESSION = (
+    f"SELECT {', '.join('s.' + c for c in _QUOTED)}, ARRAY(SELECT link FROM chain {_OF_SESSION} ORDER BY pos), "
+    f"ARRAY(SELECT link FROM decisions {_OF_SESSION} ORDER BY link), ARRAY(SELECT body FROM decisions {_OF_SESSION} ORDER BY link), "
+    f"EXISTS(SELECT 1 FROM tips {_OF_SESSION} AND link = (SELECT link FROM chain {_OF_SESSION} ORDER BY pos DESC LIMIT 1)) "
+    "FROM sessions s WHERE s.agent_id = %s AND s.session_id = %s"
+)
 _UPSERT_SESSION = (
     f"INSERT INTO sessions ({', '.join(_QUOTED)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))}) "
     f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _QUOTED[2:-1])}, "
@@ -80,16 +86,17 @@ class PgStore:
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection]:
-        with self.pool.connection() as conn, conn.transaction():
-            yield conn
-
-    def _retrying(self, write: Callable[[psycopg.Connection], None]) -> None:
+    def _retrying(self, write: Callable[[psycopg.Connection], None], pipelined: bool = False) -> None:
+        """Run ``write`` in one transaction (its statements sent in one pipeline: one round trip, not one each)."""
         for attempt in range(RETRIES + 1):
             try:
-                with self._transaction() as c:
-                    write(c)
+                with self.pool.connection() as c:
+                    if pipelined:  # BEGIN, the statements and COMMIT sent together
+                        with c.pipeline(), c.transaction():
+                            write(c)
+                    else:
+                        with c.transaction():
+                            write(c)
                 return
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, psycopg.errors.UniqueViolation):
                 if attempt == RETRIES:
@@ -97,7 +104,7 @@ class PgStore:
                 log.info("store_write_retried", attempt=attempt + 1)
 
     def write(self, changes: Changes) -> None:
-        self._retrying(lambda c: self._write(c, changes))
+        self._retrying(lambda c: self._write(c, changes), pipelined=True)
 
     def _write(self, c: psycopg.Connection, changes: Changes) -> None:
         _many(c, _UPSERT_SESSION, [_row(r) for r in _sorted(changes.sessions, lambda r: (r.agent_id, r.session_id))])
@@ -142,7 +149,7 @@ class PgStore:
                      "updated_at = excluded.updated_at", [(m, r, now) for m, r in sorted(ratios.items())])
 
         with lock if lock is not None else nullcontext():
-            self._retrying(write)
+            self._retrying(write, pipelined=True)
 
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if not links:
@@ -168,18 +175,13 @@ class PgStore:
         return self._locks.lock(agent_id, session_id)
 
     def load_session(self, agent_id: str, session_id: str) -> StoredSession | None:
-        key = (agent_id, session_id)
-        with self.pool.connection() as c, c.transaction():  # one snapshot: the record, its chain and decisions agree
-            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = c.execute(_SELECT_SESSION, key).fetchone()  # type: ignore[call-overload]
-            if row is None:
-                return None
-            links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = %s AND session_id = %s ORDER BY pos", key))
-            decisions = {link: json.loads(body) for link, body in
-                         c.execute("SELECT link, body FROM decisions WHERE agent_id = %s AND session_id = %s", key)}
-            tip = bool(links) and c.execute("SELECT 1 FROM tips WHERE agent_id = %s AND link = %s AND session_id = %s",
-                                            (agent_id, links[-1], session_id)).fetchone() is not None
-        return StoredSession(SessionRecord(*row), links, decisions, tip)
+        with self.pool.connection() as c:  # one statement: one round trip, one snapshot (the record, chain and decisions agree)
+            row = c.execute(_LOAD_SESSION, (agent_id, session_id)).fetchone()
+        if row is None:
+            return None
+        *record, links, decided, bodies, tip = row
+        decisions = {link: json.loads(body) for link, body in zip(decided, bodies, strict=True)}
+        return StoredSession(SessionRecord(*record), tuple(links), decisions, bool(links) and bool(tip))
 
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         with self.pool.connection() as c:

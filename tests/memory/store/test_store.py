@@ -87,6 +87,10 @@ def test_chain_index_and_chain_updates(make_store: MakeStore) -> None:
     stored = store.load_session("a", "s1")
     assert stored is not None and stored.links == ("l0", "m1") and stored.is_tip
     assert store.find_tips("a", ["l2", "m1"]) == {"m1": "s1"}
+    store.write(Changes(tips=[("a", "m1", None)]))
+    stored = store.load_session("a", "s1")
+    assert stored is not None and not stored.is_tip and stored.decisions == {"l1": [{"ref_id": "r1", "new_text": "[ruyi: gone]"}]}
+    assert store.load_session("a", "nope") is None and store.load_session("b", "s1") is None
 
 
 def test_background_records_are_written_once(make_store: MakeStore) -> None:
