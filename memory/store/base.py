@@ -9,10 +9,10 @@ from typing import Any, Literal, Protocol
 
 
 class SessionLock(Protocol):
-    """A held or holdable per-session lock: ``acquire`` blocks until it is held, ``release`` may be called from any
-    thread of the process that acquired it."""
+    """A held or holdable per-session lock: ``acquire`` waits until it is held (at most ``timeout`` seconds: False when
+    it was not), ``release`` may be called from any thread of the process that acquired it."""
 
-    def acquire(self) -> None: ...
+    def acquire(self, timeout: float | None = None) -> bool: ...
 
     def release(self) -> None: ...
 

@@ -55,15 +55,21 @@ class AdvisoryLock:
         self._locks, self.key = locks, key
         self._conn: psycopg.Connection | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Wait until held (at most ``timeout`` seconds, PostgreSQL's ``lock_timeout``: False when it was not)."""
         pool = self._locks.pool()
-        conn = pool.getconn()
+        conn = pool.getconn(timeout)
         try:
+            conn.execute(f"SET lock_timeout = {int(1000 * timeout) if timeout is not None else 0}")  # type: ignore[call-overload]
             conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, self.key))
+        except psycopg.errors.LockNotAvailable:
+            pool.putconn(conn)
+            return False
         except BaseException:
             pool.putconn(conn)
             raise
         self._conn = conn
+        return True
 
     def release(self) -> None:
         conn, self._conn = self._conn, None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 SLOTS = 1 << 31
@@ -71,17 +73,40 @@ class SlotLock:
         self._locks, self.slot = locks, slot
         self._thread_lock: threading.Lock | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Wait until held (at most ``timeout`` seconds: False when it was not)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         fd = self._locks._fd_of()  # noqa: SLF001 - one object, split for the context-manager protocol
         lock = self._locks._enter(self.slot)  # noqa: SLF001
-        lock.acquire()
+        held = False
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX, 1, self.slot, os.SEEK_SET)
+            if not lock.acquire(timeout=-1 if timeout is None else timeout):
+                self._giveup(lock, held)
+                return False
+            held = True
+            pause = 0.001
+            while True:  # non-blocking tries: a blocking lockf could not give up at the deadline
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.slot, os.SEEK_SET)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                        raise
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._giveup(lock, held)
+                    return False
+                time.sleep(pause)  # another process decides for the session (milliseconds, as a rule)
+                pause = min(pause * 2, 0.05)
         except BaseException:
-            lock.release()
-            self._locks._leave(self.slot)  # noqa: SLF001
+            self._giveup(lock, held)
             raise
         self._thread_lock = lock
+        return True
+
+    def _giveup(self, lock: threading.Lock, held: bool) -> None:
+        if held:
+            lock.release()
+        self._locks._leave(self.slot)  # noqa: SLF001
 
     def release(self) -> None:
         lock, self._thread_lock = self._thread_lock, None

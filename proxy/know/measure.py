@@ -31,7 +31,7 @@ from proxy.know.server_window import ServerWindows
 from proxy.know.tiers import Tier, tier_for
 from proxy.know.tokens import TokenCounter
 from proxy.know.window import Budget, OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
-from proxy.offload import Offload, Turn
+from proxy.offload import TURN_WAIT_S, Offload, Turn
 from proxy.routes import upstream_url
 
 log = structlog.get_logger(__name__)
@@ -249,8 +249,9 @@ class Measurer:
             if candidate is None:
                 candidate = registry.locate(agent_id, chain, header)  # type: ignore[attr-defined]
             held = self.store.session_lock(agent_id, candidate) if candidate is not None else None
-            if held is not None:
-                held.acquire()
+            if held is not None and not held.acquire(TURN_WAIT_S):  # a holder stuck: go on, as a session's turn does
+                log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=candidate)
+                held = None
             try:
                 with registry.lock:  # type: ignore[attr-defined]
                     resolution = registry.resolve(agent_id, chain, header, locked=candidate)  # type: ignore[call-arg]
@@ -275,8 +276,9 @@ class Measurer:
     def turn_of(self, agent_id: str, session_id: str) -> Iterator[None]:
         """A new turn of a session (an overflow retry's), under its lock in the store when replicas share it."""
         held = self.store.session_lock(agent_id, session_id) if self.shared and self.store is not None else None
-        if held is not None:
-            held.acquire()
+        if held is not None and not held.acquire(TURN_WAIT_S):
+            log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=session_id)
+            held = None
         try:
             with self.offload.turns.enter((agent_id, session_id)):
                 yield

@@ -61,7 +61,13 @@ def _prepare(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str,
              headers: Any, ollama: bool, window: Window) -> bytes:
     """In a worker thread: measure, then, in the session's turn, rewrite and record."""
     messages = dialect.to_canonical(body)
-    if not _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=True):
+    try:
+        measured = _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=True)
+    except BaseException:
+        if ctx.measurement is not None and ctx.measurement.turn is not None:
+            ctx.measurement.turn.end()  # the session's next request (and, with replicas, its lock) must not wait for this one
+        raise
+    if not measured:
         return raw
     return _rewrite_in_turn(app, dialect, raw, body, messages, ctx)
 

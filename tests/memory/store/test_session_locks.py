@@ -47,9 +47,13 @@ def test_a_session_lock_held_by_a_process_is_released_when_it_is_killed(tmp_path
         assert child.stdout is not None and child.stdout.readline().strip() == b"held"
         assert held_elsewhere(path, "agent", "s1")
         assert not held_elsewhere(path, "agent", "s2")  # another session is free
+        mine = FileSessionLocks(path)
+        assert mine.lock("agent", "s1").acquire(timeout=0.1) is False  # a waiter gives up, holding nothing
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert not held_elsewhere(path, "agent", "s1")  # the kernel took it back
+        assert mine.lock("agent", "s1").acquire(timeout=30) is True
+        mine.close()
     finally:
         if child.poll() is None:
             child.kill()
@@ -107,7 +111,7 @@ sys.stdin.read()
 def test_an_advisory_session_lock_is_released_when_its_replica_is_killed(pg_url: str) -> None:
     import psycopg
 
-    from memory.store.pg_locks import LOCK_CLASS, key_of
+    from memory.store.pg_locks import LOCK_CLASS, PgSessionLocks, key_of
 
     def free(session: str) -> bool:
         with psycopg.connect(pg_url, autocommit=True) as conn:  # closed at once: what it took is released
@@ -118,6 +122,9 @@ def test_an_advisory_session_lock_is_released_when_its_replica_is_killed(pg_url:
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"held"
         assert not free("s1") and free("s2")
+        locks = PgSessionLocks(pg_url)
+        assert locks.lock("agent", "s1").acquire(timeout=0.1) is False  # lock_timeout: a waiter gives up
+        locks.close()
         child.send_signal(signal.SIGKILL)
         child.wait()
         for _ in range(200):  # the server notices the dead connection (no time asserted: only that it ends up free)
