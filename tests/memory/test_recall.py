@@ -6,15 +6,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 
 from memory.store.base import ArchiveRow, ChunkRow, Turn
 from memory.store.sqlite_recall import Recall, index_text, terms
 from memory.store.pg_recall import PgRecall
-from memory.store.sqlite_store import SQLiteStore
 
 MakeRecall = Callable[[], Any]
 
