@@ -93,3 +93,36 @@ def test_both_backends_find_the_same_hits_chinese_included(pg_url: str) -> None:
                 assert sorted((h.kind, h.ref) for h in ours) == sorted((h.kind, h.ref) for h in theirs), query
     assert [h.ref for h in pg.search("a", "s", "内存", 20, kinds=("chunk",))] and pg.search("b", None, "内存") == []
     pg.close()
+
+
+def test_two_replicas_recording_the_same_turns_at_once_leave_one_row_each(pg_url: str) -> None:
+    import threading
+
+    import psycopg
+
+    replicas = [PgRecall(pg_url), PgRecall(pg_url)]
+    items = [Turn("a", "s", i, f"h{i}", "tool", {"role": "tool", "content": f"输出 {i}"}, f"输出 output_{i}") for i in range(30)]
+    items += [chunk("a", "s", "c1", "内存泄漏 fixed"), ArchiveRow("a", "s", "a1", 1, {"number": 1})]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def record(recall: PgRecall) -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                recall.write_background(items)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record, args=(r,)) for r in replicas for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(pg_url) as conn:
+        counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("turns", "chunks", "archives", "recall_fts")]  # type: ignore[index]
+    assert counts == [30, 1, 1, 31]
+    assert [h.ref for h in replicas[0].search("a", "s", "内存")] == ["c1"]
+    for r in replicas:
+        r.close()
