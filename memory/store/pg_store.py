@@ -24,6 +24,7 @@ from memory.store.base import (
     Usage,
 )
 from memory.store.pg_database import location_of, open_pool
+from memory.store.sqlite_store import _PER_SESSION  # the same tables go with an expired session on both backends
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -41,8 +42,6 @@ _UPSERT_SESSION = (
     f"INSERT INTO sessions ({', '.join(_QUOTED)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))}) "
     f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _QUOTED[2:])}"
 )
-_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", "turns", "chunks", "archives", "recall_fts", "snapshots",
-                "child_results", "session_facts", "sessions")
 RETRIES = 3
 """A write that two replicas' transactions deadlocked on is tried again this many times (each row it writes is idempotent)."""
 POOL_MAX = 8
