@@ -197,7 +197,7 @@ class PgStore:
 
     def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
         with self.pool.connection() as c:
-            gone = c.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY agent_id, session_id LIMIT %s",
+            gone = c.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s",
                              (before, limit)).fetchall()
         if not gone:
             return []
