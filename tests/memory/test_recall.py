@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 
 from memory.store.base import ArchiveRow, ChunkRow, Turn
 from memory.store.sqlite_recall import Recall, index_text, terms
@@ -126,3 +127,25 @@ def test_two_replicas_recording_the_same_turns_at_once_leave_one_row_each(pg_url
     assert [h.ref for h in replicas[0].search("a", "s", "内存")] == ["c1"]
     for r in replicas:
         r.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_texts_and_queries_match_alike_on_both_backends(pg_url: str, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    words = ["内存", "泄漏", "配置文件", "数据库", "迁移", "parse_args", "src/cli/main.py", "ValueError", "schema_version", "pytest",
+             "tests/test_store.py", "the", "fix", "ruyi.db", "127.0.0.1", "修复了", "カタカナ", "한국어", "Über", "café", "x86_64"]
+    lite, pg = Recall(), PgRecall(pg_url)
+    for i in range(40):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        item = chunk("a", f"s{i % 3}", f"c{i}", text) if i % 2 else Turn("a", f"s{i % 3}", i, f"h{i}", "tool", {"content": text}, text)
+        lite.write_background([item])
+        pg.write_background([item])
+    for _ in range(30):
+        query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+        session = rng.choice([None, "s0", "s1"])
+        ours, theirs = pg.search("a", session, query, 200), lite.search("a", session, query, 200)
+        assert sorted((h.kind, h.ref, h.matched) for h in ours) == sorted((h.kind, h.ref, h.matched) for h in theirs), query
+        assert [h.matched for h in ours] == [h.matched for h in theirs], query
+    pg.close()
