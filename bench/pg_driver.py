@@ -11,7 +11,7 @@ The hot operations, per request of a session: ``find_tips`` (the messages since 
 ``write`` of what it decided (the session row, two chain positions, two links, the tip moved, one decision, one ref),
 and ``load_session`` (a session not in memory). The same SQL on both drivers (load_session: one statement; write: seven
 statements in one transaction, which psycopg sends as one pipeline and asyncpg, which has no pipeline across
-statements, one by one). Rounds alternate the order of the sides; medians of the rounds.
+statements, one by one). Each request goes to every side in turn, the order rotating; medians of all calls.
 
     .venv/bin/python bench/pg_driver.py [--requests 400] [--rounds 5] [--url postgresql://postgres@127.0.0.1:5432/test]
 """
@@ -124,37 +124,37 @@ class AsyncpgStore:
             self.thread.join()
 
 
-def one_round(store: Any, session: str, requests: int) -> dict[str, float]:
-    """Microseconds per call of each operation, for one session's requests."""
-    spent = dict.fromkeys(OPS, 0.0)
-    for i in range(requests):
-        t0 = time.perf_counter()
-        store.find_tips("bench", [f"{session}-l{2 * i - 1}", f"{session}-l{2 * i - 2}"])
-        t1 = time.perf_counter()
-        store.write(changes_of(i, session))
-        t2 = time.perf_counter()
-        store.load_session("bench", session)
-        t3 = time.perf_counter()
-        spent["find_tips"] += t1 - t0
-        spent["write"] += t2 - t1
-        spent["load_session"] += t3 - t2
-    return {op: spent[op] / requests * 1e6 for op in OPS}
+def one_request(store: Any, session: str, i: int) -> dict[str, float]:
+    """Microseconds each operation of one request of a session took."""
+    t0 = time.perf_counter()
+    store.find_tips("bench", [f"{session}-l{2 * i - 1}", f"{session}-l{2 * i - 2}"])
+    t1 = time.perf_counter()
+    store.write(changes_of(i, session))
+    t2 = time.perf_counter()
+    store.load_session("bench", session)
+    t3 = time.perf_counter()
+    return {"find_tips": (t1 - t0) * 1e6, "write": (t2 - t1) * 1e6, "load_session": (t3 - t2) * 1e6}
 
 
 def compare(sides: dict[str, Callable[[], Any]], requests: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Each request goes to every side in turn (the order rotating), so that all sides meet the same moment of a
+    shared machine; a session per side and round (its chain grows to 2 x requests links). Medians per operation."""
     opened = {name: make() for name, make in sides.items()}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    timings: dict[str, dict[str, list[float]]] = {name: {op: [] for op in OPS} for name in sides}
     names = list(sides)
     for n in range(rounds):
-        for name in names if n % 2 == 0 else names[::-1]:
-            results[name].append(one_round(opened[name], f"{name}-r{n}", requests))
+        for i in range(requests):
+            k = (n * requests + i) % len(names)
+            for name in names[k:] + names[:k]:
+                for op, us in one_request(opened[name], f"{name}-r{n}", i).items():
+                    timings[name][op].append(us)
     for store in opened.values():
         store.close()
-    return {name: {op: statistics.median(r[op] for r in rs) for op in OPS} for name, rs in results.items()}
+    return {name: {op: statistics.median(values) for op, values in ops.items()} for name, ops in timings.items()}
 
 
 def table(title: str, medians: dict[str, dict[str, float]], base: str) -> None:
-    print(f"\n{title}  (µs per call, median of rounds; ratio to {base})")
+    print(f"\n{title}  (µs per call, median of all calls; ratio to {base})")
     print(f"{'side':<34}" + "".join(f"{op:>22}" for op in OPS))
     for name, row in medians.items():
         cells = "".join(f"{row[op]:>12.0f} ({row[op] / medians[base][op]:>5.2f}x)" for op in OPS)

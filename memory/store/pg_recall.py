@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,8 +13,9 @@ import psycopg
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
 from memory.store.pg_database import location_of, open_pool
-from memory.store.sqlite_recall import _CJK, _PIECE, _chunk, index_text, matched, terms
+from memory.store.sqlite_recall import _chunk, index_text, matched, terms
 
+_TOKEN = re.compile(r"[^\W_]+")
 LEXEME_MAX = 256
 """Longer runs (a base64 blob, a hash) are not searched: a tsvector's lexeme is at most 2 KiB."""
 LEXEMES_MAX = 20_000
@@ -20,9 +23,17 @@ LEXEMES_MAX = 20_000
 POOL_MAX = 4
 
 
+def _folded(ch: str) -> str:
+    """A letter without its diacritics (``Ü`` → ``U``), as FTS5's ``remove_diacritics`` folds it; others as they are."""
+    parts = unicodedata.normalize("NFD", ch)
+    return parts[0] if len(parts) > 1 and all(unicodedata.combining(p) for p in parts[1:]) else ch
+
+
 def lexemes(indexed: str) -> list[str]:
-    """The distinct terms of an indexed text (see ``index_text``): lower-cased ASCII word pieces and CJK bigrams, in order."""
-    found = dict.fromkeys(p for p in _PIECE.findall(indexed.lower()) + _CJK.findall(indexed) if len(p) <= LEXEME_MAX)
+    """The distinct tokens of an indexed text (see ``index_text``) as FTS5's ``unicode61`` tokenizer makes them: runs of
+    letters and digits (``_`` and punctuation separate), diacritics removed, lower-cased; CJK runs are bigrams already."""
+    folded = "".join(_folded(ch) if ord(ch) > 127 else ch for ch in indexed).lower()
+    found = dict.fromkeys(t for t in _TOKEN.findall(folded) if len(t) <= LEXEME_MAX)
     return list(found)[:LEXEMES_MAX]
 
 

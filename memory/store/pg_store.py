@@ -25,6 +25,7 @@ from memory.store.base import (
 )
 from memory.store.pg_database import location_of, open_pool
 from memory.store.pg_locks import AdvisoryLock, PgSessionLocks
+from memory.store.sqlite_store import _PER_SESSION  # the same tables go with an expired session on both backends
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -44,8 +45,6 @@ _UPSERT_SESSION = (
     f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _QUOTED[2:-1])}, "
     "version = GREATEST(excluded.version, sessions.version + 1)"  # a write from a stale copy still moves the version on
 )
-_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", "turns", "chunks", "archives", "recall_fts", "snapshots",
-                "child_results", "session_facts", "sessions")
 RETRIES = 3
 """A write that two replicas' transactions deadlocked on is tried again this many times (each row it writes is idempotent)."""
 POOL_MAX = 8
@@ -211,7 +210,7 @@ class PgStore:
 
     def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
         with self.pool.connection() as c:
-            gone = c.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY agent_id, session_id LIMIT %s",
+            gone = c.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s",
                              (before, limit)).fetchall()
         if not gone:
             return []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from memory.store.base import ArchiveRow, ChunkRow, Turn
 from memory.store.sqlite_recall import Recall, index_text, terms
 from memory.store.pg_recall import PgRecall
-from memory.store.sqlite_store import SQLiteStore
 
 MakeRecall = Callable[[], Any]
 
@@ -95,4 +93,59 @@ def test_both_backends_find_the_same_hits_chinese_included(pg_url: str) -> None:
             if limit == 20:
                 assert sorted((h.kind, h.ref) for h in ours) == sorted((h.kind, h.ref) for h in theirs), query
     assert [h.ref for h in pg.search("a", "s", "内存", 20, kinds=("chunk",))] and pg.search("b", None, "内存") == []
+    pg.close()
+
+
+def test_two_replicas_recording_the_same_turns_at_once_leave_one_row_each(pg_url: str) -> None:
+    import threading
+
+    import psycopg
+
+    replicas = [PgRecall(pg_url), PgRecall(pg_url)]
+    items = [Turn("a", "s", i, f"h{i}", "tool", {"role": "tool", "content": f"输出 {i}"}, f"输出 output_{i}") for i in range(30)]
+    items += [chunk("a", "s", "c1", "内存泄漏 fixed"), ArchiveRow("a", "s", "a1", 1, {"number": 1})]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def record(recall: PgRecall) -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                recall.write_background(items)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record, args=(r,)) for r in replicas for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(pg_url) as conn:
+        counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("turns", "chunks", "archives", "recall_fts")]  # type: ignore[index]
+    assert counts == [30, 1, 1, 31]
+    assert [h.ref for h in replicas[0].search("a", "s", "内存")] == ["c1"]
+    for r in replicas:
+        r.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_texts_and_queries_match_alike_on_both_backends(pg_url: str, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    words = ["内存", "泄漏", "配置文件", "数据库", "迁移", "parse_args", "src/cli/main.py", "ValueError", "schema_version", "pytest",
+             "tests/test_store.py", "the", "fix", "ruyi.db", "127.0.0.1", "修复了", "カタカナ", "한국어", "Über", "café", "x86_64"]
+    lite, pg = Recall(), PgRecall(pg_url)
+    for i in range(40):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        item = chunk("a", f"s{i % 3}", f"c{i}", text) if i % 2 else Turn("a", f"s{i % 3}", i, f"h{i}", "tool", {"content": text}, text)
+        lite.write_background([item])
+        pg.write_background([item])
+    for _ in range(30):
+        query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+        session = rng.choice([None, "s0", "s1"])
+        ours, theirs = pg.search("a", session, query, 200), lite.search("a", session, query, 200)
+        assert sorted((h.kind, h.ref, h.matched) for h in ours) == sorted((h.kind, h.ref, h.matched) for h in theirs), query
+        assert [h.matched for h in ours] == [h.matched for h in theirs], query
     pg.close()

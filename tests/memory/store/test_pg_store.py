@@ -129,3 +129,52 @@ def test_forget_clears_every_table_that_names_the_agent_or_its_sub_agents(pg_url
     assert removed["sessions"] == 2 and removed["refs"] == 2
     assert store.session_ids("ab") == ["s"] and store.session_ids("a/child") == []
     store.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_writes_read_back_alike_on_both_backends(pg_url: str, tmp_path: Path, seed: int) -> None:
+    """The same random sequence of writes (sessions, chains grown and rewound, links, tips moved and removed, decisions,
+    refs, copies, reports, expiry) leaves both backends answering every read the same."""
+    import random
+
+    from memory.store.sqlite_store import SQLiteStore
+
+    rng = random.Random(seed)
+    lite, pgs = SQLiteStore(tmp_path / "ruyi.db"), PgStore(pg_url)
+    agents, sessions = ["a", "b/sub"], [f"s{i}" for i in range(4)]
+    chains: dict[tuple[str, str], list[str]] = {}
+    for step in range(80):
+        agent, sid = rng.choice(agents), rng.choice(sessions)
+        chain = chains.setdefault((agent, sid), [])
+        start = rng.randint(0, len(chain))
+        new = [f"l{rng.randint(0, 40)}" for _ in range(rng.randint(0, 3))]
+        chains[(agent, sid)] = chain[:start] + new
+        link = rng.choice(new) if new else "l0"
+        changes = Changes(
+            sessions=[SessionRecord(agent, sid, created_at=1.0, last_seen=float(step), requests=step, tier=rng.choice([None, "normal"]))],
+            chains=[ChainUpdate(agent, sid, start, tuple(new), replaces=start < len(chain))],
+            links=[(agent, x, sid) for x in new],
+            tips=[(agent, link, rng.choice([sid, None]))],
+            decisions=[(agent, sid, link, [{"ref_id": f"r{step}", "new_text": f"[ruyi: {step} 中文]"}])] if rng.random() < 0.5 else [],
+            refs=[(agent, sid, f"r{step}", f"original {step} \ud800")] if rng.random() < 0.5 else [],
+            ref_copies=[(agent, sid, rng.choice(sessions), (f"r{step - 1}",))] if rng.random() < 0.2 else [],
+        )
+        background = rng.random() < 0.3
+        for store in (lite, pgs):
+            store.write(changes)
+            if background:
+                store.write_background([Report(agent, sid, f"k{step}", {"n": step}, keep=3), Audit(agent, sid, f"k{step}", {"n": step})])
+        if step % 20 == 19:
+            assert sorted(lite.expire(step - 10.0, 3)) == sorted(pgs.expire(step - 10.0, 3))  # the oldest first on both
+    probe = [f"l{i}" for i in range(41)]
+    for agent in agents:
+        assert lite.session_ids(agent) == pgs.session_ids(agent)
+        assert lite.find_tips(agent, probe) == pgs.find_tips(agent, probe)
+        assert lite.find_links(agent, probe) == pgs.find_links(agent, probe)
+        for sid in sessions:
+            assert lite.load_session(agent, sid) == pgs.load_session(agent, sid), (agent, sid)
+            assert lite.reports(agent, sid, 10) == pgs.reports(agent, sid, 10) and lite.audit(agent, sid) == pgs.audit(agent, sid)
+        for step in range(80):
+            assert lite.find_ref(agent, f"r{step}") == pgs.find_ref(agent, f"r{step}")
+    lite.close()
+    pgs.close()
