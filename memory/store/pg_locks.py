@@ -60,8 +60,8 @@ class AdvisoryLock:
         pool = self._locks.pool()
         conn = pool.getconn(timeout)
         try:
-            conn.execute(f"SET lock_timeout = {int(1000 * timeout) if timeout is not None else 0}")  # type: ignore[call-overload]
-            conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, self.key))
+            wait = f"{int(1000 * timeout)}ms" if timeout is not None else "0"  # 0: no limit
+            conn.execute("SELECT set_config('lock_timeout', %s, false), pg_advisory_lock(%s, %s)", (wait, LOCK_CLASS, self.key))
         except psycopg.errors.LockNotAvailable:
             pool.putconn(conn)
             return False
