@@ -1,4 +1,4 @@
-"""A pool of connections to the PostgreSQL store, migrated on first use; the keeper's tables on it, in SQLite's words."""
+"""Pools of connections to the PostgreSQL store, the schema migrated when one opens; the keeper's tables on one, in SQLite's SQL."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def open_pool(url: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
     except psycopg_pool.PoolTimeout:
+        pool.close()
         raise StoreError(f"{location}: cannot open a pool of connections") from None
     return pool
 
@@ -51,8 +52,9 @@ def pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class Cursorless:
-    """A connection that takes SQLite's ``?`` placeholders: what the keeper's tables (anchors, notebook, forms) call."""
+class QmarkConnection:
+    """A connection that takes SQLite's ``?`` placeholders (DB-API's qmark style): what the keeper's tables (anchors,
+    notebook, forms) call."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self._conn = conn
@@ -74,15 +76,15 @@ class PgDatabase:
         self.pool = open_pool(url, max_size, "ruyi-keeper")
 
     @contextmanager
-    def transaction(self) -> Iterator[Cursorless]:
+    def transaction(self) -> Iterator[QmarkConnection]:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", KEEPER_LOCK)
-            yield Cursorless(conn)
+            yield QmarkConnection(conn)
 
     @contextmanager
-    def reading(self) -> Iterator[Cursorless]:
+    def reading(self) -> Iterator[QmarkConnection]:
         with self.pool.connection() as conn:
-            yield Cursorless(conn)
+            yield QmarkConnection(conn)
 
     def close(self) -> None:
         self.pool.close()
