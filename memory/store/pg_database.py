@@ -27,9 +27,11 @@ def location_of(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_pool(url: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool:
-    """Connections in autocommit (a write opens its own transaction), the schema migrated first.
-    Raises StoreError naming the URL (without its password) when the database cannot be reached or used."""
+def open_pool(url: str, max_size: int, name: str, checked: bool = False) -> psycopg_pool.ConnectionPool:
+    """Connections in autocommit (a write opens its own transaction), the schema migrated first; ``checked``: each
+    connection is checked (one round trip) before it is handed out, and replaced if the server ended it (a restart,
+    a failover), for callers that cannot simply try again (the store's own calls do). Raises StoreError naming the
+    URL (without its password) when the database cannot be reached or used."""
     location = location_of(url)
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
@@ -37,6 +39,7 @@ def open_pool(url: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool
     except psycopg.Error as exc:
         raise StoreError(f"{location}: cannot use the database ({str(exc).strip()})") from None
     pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=max_size, name=name, open=False,
+                                       check=psycopg_pool.ConnectionPool.check_connection if checked else None,
                                        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S})
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -73,7 +76,7 @@ class PgDatabase:
 
     def __init__(self, url: str, max_size: int = 4) -> None:
         self.location = location_of(url)
-        self.pool = open_pool(url, max_size, "ruyi-keeper")
+        self.pool = open_pool(url, max_size, "ruyi-keeper", checked=True)
 
     @contextmanager
     def transaction(self) -> Iterator[QmarkConnection]:

@@ -55,7 +55,7 @@ class PgRecall:
 
     def __init__(self, url: str, pool_max: int = POOL_MAX) -> None:
         self.location = location_of(url)
-        self.pool = open_pool(url, pool_max, "ruyi-recall")
+        self.pool = open_pool(url, pool_max, "ruyi-recall", checked=True)
 
     def write_background(self, items: Sequence[Item]) -> None:
         """Write in one transaction; a row written before (same key, by this replica or another) is not written again, nor indexed again."""

@@ -178,3 +178,42 @@ def test_random_writes_read_back_alike_on_both_backends(pg_url: str, tmp_path: P
             assert lite.find_ref(agent, f"r{step}") == pgs.find_ref(agent, f"r{step}")
     lite.close()
     pgs.close()
+
+
+def test_connections_the_server_ended_are_replaced_without_an_error(pg_url: str) -> None:
+    """A PostgreSQL restart or failover ends every connection of the pool: the next read and the next write reconnect."""
+    store = PgStore(pg_url)
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
+
+    def end_the_pool_s_connections() -> None:
+        with store.pool.connection() as mine:
+            pid = mine.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+    end_the_pool_s_connections()
+    assert store.session_ids("a") == ["s"]
+    end_the_pool_s_connections()
+    store.write(Changes(sessions=[SessionRecord("a", "t", last_seen=2.0)]))
+    assert store.session_ids("a") == ["t", "s"]
+    store.close()
+
+
+def test_recall_and_the_keeper_replace_connections_the_server_ended(pg_url: str) -> None:
+    from memory.notebook.sqlite_notebook import NotebookStore
+    from memory.store.base import ChunkRow
+    from memory.store.pg_database import PgDatabase
+    from memory.store.pg_recall import PgRecall
+
+    recall, db = PgRecall(pg_url), PgDatabase(pg_url)
+    notes = NotebookStore(db)
+    for pool in (recall.pool, db.pool):
+        with pool.connection() as mine:
+            pid = mine.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    recall.write_background([ChunkRow("a", "s", "c1", 0, 1, "extractive", (), (), "line", "重连 after a restart")])
+    assert [h.ref for h in recall.search("a", "s", "重连")] == ["c1"]
+    assert notes.add("a", "user", "survives a restart")[0].version == 1
+    recall.close()
+    db.close()
