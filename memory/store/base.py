@@ -274,7 +274,7 @@ class Hit:
 
 class KeeperDatabase(Protocol):
     """The keeper's database: SQLite's (memory/store/sqlite_database.py) or PostgreSQL's (memory/store/pg_database.py). Its
-    connections take SQL with ``?`` placeholders, written once for both (ON CONFLICT, no INSERT OR …)."""
+    connections take SQLite's SQL, written once for both (PostgreSQL's translates ``?`` and ``INSERT OR …``)."""
 
     location: str
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,25 +49,63 @@ def open_pool(url: str, max_size: int, name: str, checked: bool = False) -> psyc
     return pool
 
 
-@lru_cache(maxsize=512)
-def pg_sql(sql: str) -> str:
-    """SQLite's placeholders as psycopg's (the keeper's SQL is written once, for both backends)."""
-    return sql.replace("%", "%%").replace("?", "%s")
+_INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)\s*(?:\(([^)]*)\))?", re.IGNORECASE)
+
+
+class Tables:
+    """The columns and primary key of each table of the store's schema, read once: what SQLite's ``INSERT OR …``
+    becomes in PostgreSQL's words."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.columns: dict[str, list[str]] = {}
+        for table, column in conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
+                                          "current_schema() ORDER BY table_name, ordinal_position").fetchall():
+            self.columns.setdefault(table, []).append(column)
+        self.keys: dict[str, list[str]] = {}
+        for table, column in conn.execute(
+                "SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage "
+                "kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema WHERE tc.table_schema = current_schema() "
+                "AND tc.constraint_type = 'PRIMARY KEY' ORDER BY tc.table_name, kcu.ordinal_position").fetchall():
+            self.keys.setdefault(table, []).append(column)
+        self._sql: dict[str, str] = {}
+
+    def sql(self, sqlite_sql: str) -> str:
+        """SQLite's SQL as PostgreSQL's: ``?`` placeholders as ``%s``; ``INSERT OR IGNORE`` as ``ON CONFLICT DO NOTHING``;
+        ``INSERT OR REPLACE`` as an upsert on the table's primary key (every other column it names replaced)."""
+        done = self._sql.get(sqlite_sql)
+        if done is None:
+            done = self._sql[sqlite_sql] = self._translate(sqlite_sql)
+        return done
+
+    def _translate(self, sql: str) -> str:
+        text = sql.replace("%", "%%").replace("?", "%s").rstrip().rstrip(";")
+        found = _INSERT_OR.match(text)
+        if found is None:
+            return text
+        how, table, named = found.group(1).upper(), found.group(2), found.group(3)
+        text = "INSERT INTO " + text[found.end(1):].lstrip()[len("INTO"):].lstrip()
+        key = self.keys.get(table, [])
+        columns = [c.strip() for c in named.split(",")] if named else self.columns.get(table, [])
+        rest = [c for c in columns if c not in key]
+        if how == "IGNORE" or not key or not rest:
+            return text + " ON CONFLICT DO NOTHING"
+        return text + f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in rest)
 
 
 class QmarkConnection:
-    """A connection that takes SQLite's ``?`` placeholders (DB-API's qmark style): what the keeper's tables (anchors,
-    notebook, forms) call."""
+    """A connection that takes SQLite's SQL (``?`` placeholders, ``INSERT OR …``): what the keeper's tables (anchors,
+    notebook, forms) call, written once for both backends."""
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    def __init__(self, conn: psycopg.Connection, tables: Tables) -> None:
         self._conn = conn
+        self._tables = tables
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        return self._conn.execute(pg_sql(sql), params)  # type: ignore[call-overload]
+        return self._conn.execute(self._tables.sql(sql), params)  # type: ignore[call-overload]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._conn.cursor() as cur:
-            cur.executemany(pg_sql(sql), rows)  # type: ignore[call-overload]
+            cur.executemany(self._tables.sql(sql), rows)  # type: ignore[call-overload]
 
 
 class PgDatabase:
@@ -77,17 +115,19 @@ class PgDatabase:
     def __init__(self, url: str, max_size: int = 4) -> None:
         self.location = location_of(url)
         self.pool = open_pool(url, max_size, "ruyi-keeper", checked=True)
+        with self.pool.connection() as conn:
+            self.tables = Tables(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[QmarkConnection]:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", KEEPER_LOCK)
-            yield QmarkConnection(conn)
+            yield QmarkConnection(conn, self.tables)
 
     @contextmanager
     def reading(self) -> Iterator[QmarkConnection]:
         with self.pool.connection() as conn:
-            yield QmarkConnection(conn)
+            yield QmarkConnection(conn, self.tables)
 
     def close(self) -> None:
         self.pool.close()
