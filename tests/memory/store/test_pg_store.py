@@ -217,3 +217,32 @@ def test_recall_and_the_keeper_replace_connections_the_server_ended(pg_url: str)
     assert notes.add("a", "user", "survives a restart")[0].version == 1
     recall.close()
     db.close()
+
+
+def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_server: str) -> None:
+    """Migrations after those written in pg_schema are SQLite's, translated: on SQLite's own migrations 1 and 3 the
+    translation makes the tables and columns the written ones have (less their ``id``), reserved names quoted."""
+    def tables(url: str) -> dict[str, set[str]]:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()").fetchall()
+        found: dict[str, set[str]] = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
+    assert 'window" BIGINT' in pg_schema.translated(sqlite_schema.MIGRATIONS[0]) and "WITHOUT ROWID" not in pg_schema.translated(sqlite_schema.MIGRATIONS[2])
+    with pytest.raises(ValueError, match="virtual table"):
+        pg_schema.translated(sqlite_schema.MIGRATIONS[1])
+    with pg.fresh_schema(pg_server) as written, pg.fresh_schema(pg_server) as translated:
+        with psycopg.connect(translated, autocommit=True) as conn:
+            for number in (0, 2):
+                for statement in pg_schema.translated(sqlite_schema.MIGRATIONS[number]).split(";"):
+                    if statement.strip():
+                        conn.execute(statement)  # type: ignore[call-overload]
+        with psycopg.connect(written, autocommit=True) as conn:
+            for number in (0, 2):
+                for statement in pg_schema.MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)  # type: ignore[call-overload]
+        ours, theirs = tables(written), tables(translated)
+        assert set(ours) == set(theirs) and all(ours[t] - {"id"} == theirs[t] for t in ours)
