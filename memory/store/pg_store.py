@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -201,6 +201,17 @@ class PgStore:
     def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         rows = self._rows("SELECT body FROM audit WHERE agent_id = %s AND session_id = %s ORDER BY id", (agent_id, session_id))
         return [json.loads(b) for (b,) in rows]
+
+    def audit_records(self, since: float | None = None) -> Iterator[Any]:
+        """Every agent's audit records stored at or after ``since`` (all when None), oldest first, streamed (``ruyi report``;
+        its ``AuditRecord`` comes with the report's work, memory/store/base.py)."""
+        from memory.store.base import AuditRecord  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        with self.pool.connection() as c, c.cursor() as cur:
+            rows = cur.stream("SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s "
+                              "ORDER BY created_at, id", (since if since is not None else float("-inf"),))
+            for agent_id, session_id, request_id, created_at, body in rows:
+                yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
 
     def ratios(self) -> list[tuple[str, float]]:
         rows = self._rows("SELECT model, ratio FROM model_calibration ORDER BY updated_at, model", ())

@@ -246,3 +246,20 @@ def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_ser
                         conn.execute(statement)  # type: ignore[call-overload]
         ours, theirs = tables(written), tables(translated)
         assert set(ours) == set(theirs) and all(ours[t] - {"id"} == theirs[t] for t in ours)
+
+
+def test_the_report_reads_the_same_audit_records_from_both_backends(pg_url: str, tmp_path: Path) -> None:
+    from memory.store import base
+    from memory.store.sqlite_store import SQLiteStore
+
+    if not hasattr(base, "AuditRecord") or not hasattr(SQLiteStore, "audit_records"):
+        pytest.skip("Store.audit_records (ruyi report) is not in this checkout yet: the observability work adds it")
+    lite, pgs = SQLiteStore(tmp_path / "ruyi.db"), PgStore(pg_url)
+    for store in (lite, pgs):
+        store.write_background([Audit(agent, "s", f"r{i}", {"i": i, "agent": agent}) for i in range(5) for agent in ("a", "b/sub")])
+    def seen(store: object) -> list[tuple[str, str, str, dict[str, object]]]:
+        return [(r.agent_id, r.session_id, r.request_id, r.body) for r in store.audit_records()]  # type: ignore[attr-defined]
+    assert seen(pgs) == seen(lite) and len(seen(pgs)) == 10
+    assert list(pgs.audit_records(since=9e18)) == []
+    lite.close()
+    pgs.close()
