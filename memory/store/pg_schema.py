@@ -13,7 +13,7 @@ from memory.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
 log = structlog.get_logger(__name__)
 
 MIGRATION_LOCK = (0x52555949, 1)
-"""pg_advisory_xact_lock(class, key) held while migrating (two replicas starting at once migrate one after the other)."""
+"""pg_advisory_lock(class, key) held while migrating (two replicas starting at once migrate one after the other)."""
 KEEPER_LOCK = (0x52555949, 2)
 """Held by each change of the keeper's tables (anchors, notebook, forms): they are serialized as SQLite's writes are."""
 
@@ -169,23 +169,26 @@ def refuse_newer(found: int, location: str) -> None:
 
 
 def migrate(conn: psycopg.Connection, location: str) -> int:
-    """Bring the schema to LATEST, each migration in its own transaction (DDL included). Returns the version found."""
+    """Bring the schema to LATEST, each migration in its own transaction (DDL included), under an advisory lock held
+    across them (taken before any of them begins: a transaction that began before another replica's migration
+    committed could miss the tables it made). ``conn`` is in autocommit. Returns the version found."""
     found = version_of(conn)
     refuse_newer(found, location)
     if found == LATEST:
         return found
-    for version in range(found + 1, LATEST + 1):
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATION_LOCK)
-            now = version_of(conn)  # another replica migrated meanwhile
-            refuse_newer(now, location)
-            if now >= version:
-                continue
-            if now == 0:
-                conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
-            for statement in ALL_MIGRATIONS[version - 1].split(";"):
-                if statement.strip():
-                    conn.execute(statement)  # type: ignore[call-overload]  # our own constant SQL
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
-        log.info("store_migrated", location=location, version=version)
+    conn.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATION_LOCK)
+    try:
+        now = version_of(conn)  # another replica may have migrated meanwhile
+        refuse_newer(now, location)
+        for version in range(now + 1, LATEST + 1):
+            with conn.transaction():
+                if version == 1:
+                    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+                for statement in ALL_MIGRATIONS[version - 1].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)  # type: ignore[call-overload]  # our own constant SQL
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+            log.info("store_migrated", location=location, version=version)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", MIGRATION_LOCK)
     return found

@@ -263,3 +263,29 @@ def test_the_report_reads_the_same_audit_records_from_both_backends(pg_url: str,
     assert list(pgs.audit_records(since=9e18)) == []
     lite.close()
     pgs.close()
+
+
+def test_replicas_starting_together_on_an_empty_database_migrate_it_once(pg_server: str) -> None:
+    with pg.fresh_schema(pg_server) as url:
+        opened: list[PgStore] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def open_one() -> None:
+            try:
+                start.wait()
+                opened.append(PgStore(url))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and len(opened) == 4
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+                (v,) for v in range(1, pg_schema.LATEST + 1)]
+        for store in opened:
+            store.close()
