@@ -37,7 +37,7 @@ def _folded(ch: str) -> str:
 def lexemes(indexed: str) -> list[str]:
     """The distinct tokens of an indexed text (see ``index_text``) as FTS5's ``unicode61`` tokenizer makes them: runs of
     letters and digits (``_`` and punctuation separate), diacritics removed, lower-cased; CJK runs are bigrams already."""
-    folded = "".join(_folded(ch) if ord(ch) > 127 else ch for ch in indexed).lower()
+    folded = (indexed if indexed.isascii() else "".join(_folded(ch) if ord(ch) > 127 else ch for ch in indexed)).lower()
     found = dict.fromkeys(t for t in _TOKEN.findall(folded) if len(t) <= LEXEME_MAX)
     return list(found)[:LEXEMES_MAX]
 
