@@ -122,9 +122,12 @@ MIGRATIONS: tuple[str, ...] = (
     )
     """,
 )
-"""Migrations written for PostgreSQL: N (1-based) takes a database from version N-1 to N, as SQLite's migration N does
-(memory/store/sqlite_schema.py). Never edit a released one. SQLite's later migrations need none here (``translated``);
-write one only where a translation would not do (a virtual table, a column whose order matters: an ``id``)."""
+"""PostgreSQL's own text of SQLite's migrations 1 to 3 (memory/store/sqlite_schema.py): N takes a database from version
+N-1 to N. Never edit one. SQLite's later migrations are translated (``translated``), in SQLite's order whatever number
+they end up with; one no translation would do (a virtual table, a column whose order matters: an ``id``) goes in
+``WRITTEN``."""
+_FIRST = 3
+"""Migrations written here by number (before the translation existed); later ones follow SQLite's."""
 
 _RESERVED = frozenset("""all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create
 current_date current_role current_time current_timestamp current_user default deferrable desc distinct do else end except
@@ -146,8 +149,10 @@ def translated(sqlite_ddl: str) -> str:
     return re.sub(r"\b[a-z_]+\b", lambda m: f'"{m.group(0)}"' if m.group(0) in _RESERVED else m.group(0), ddl)
 
 
-ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS + tuple(translated(m) for m in SQLITE_MIGRATIONS[len(MIGRATIONS):])
-"""Every migration, in order: those written here, then SQLite's later ones translated."""
+WRITTEN: dict[str, str] = {}
+"""SQLite's text of a later migration → PostgreSQL's own, where a translation would not do (none so far)."""
+ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])
+"""Every migration, in SQLite's order: the first three written here, then SQLite's, translated (or written)."""
 LATEST = len(ALL_MIGRATIONS)
 
 
