@@ -29,7 +29,8 @@ class StoreOptions:
     sweep_interval_hours: float = 24.0
     """How often expired sessions and refs are removed (also ``ruyi store vacuum``)."""
     busy_timeout_ms: int = 5000
-    """How long a write waits for another process holding the database (``ruyi store vacuum``)."""
+    """How long a write waits for another process holding the database (``ruyi store vacuum``; PostgreSQL: a lock another
+    replica holds), then fails (the request goes through)."""
     queue_max: int = 10_000
     """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
     unsaved_max: int = 100_000

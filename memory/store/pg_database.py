@@ -27,11 +27,13 @@ def location_of(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_pool(url: str, max_size: int, name: str, checked: bool = False) -> psycopg_pool.ConnectionPool:
+def open_pool(url: str, max_size: int, name: str, checked: bool = False, lock_timeout_ms: int = 5000) -> psycopg_pool.ConnectionPool:
     """Connections in autocommit (a write opens its own transaction), the schema migrated first; ``checked``: each
     connection is checked (one round trip) before it is handed out, and replaced if the server ended it (a restart,
-    a failover), for callers that cannot simply try again (the store's own calls do). Raises StoreError naming the
-    URL (without its password) when the database cannot be reached or used."""
+    a failover), for callers that cannot simply try again (the store's own calls do). A statement waits at most
+    ``lock_timeout_ms`` for a lock another process holds (``store.busy_timeout_ms``, as SQLite's writers wait), then
+    fails: a worker thread is never held for ever. Raises StoreError naming the URL (without its password) when the
+    database cannot be reached or used."""
     location = location_of(url)
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
@@ -40,6 +42,7 @@ def open_pool(url: str, max_size: int, name: str, checked: bool = False) -> psyc
         raise StoreError(f"{location}: cannot use the database ({str(exc).strip()})") from None
     pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=max_size, name=name, open=False,
                                        check=psycopg_pool.ConnectionPool.check_connection if checked else None,
+                                       configure=lambda conn: _lock_timeout(conn, lock_timeout_ms),
                                        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S})
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -47,6 +50,10 @@ def open_pool(url: str, max_size: int, name: str, checked: bool = False) -> psyc
         pool.close()
         raise StoreError(f"{location}: cannot open a pool of connections") from None
     return pool
+
+
+def _lock_timeout(conn: psycopg.Connection, ms: int) -> None:
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(ms, 1)}ms",))  # 0 would mean for ever
 
 
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)\s*(?:\(([^)]*)\))?", re.IGNORECASE)
@@ -112,9 +119,9 @@ class PgDatabase:
     """The keeper's connection (memory/store/sqlite_database.py's twin): every change one ``transaction``, all of it or
     nothing, serialized among replicas by an advisory lock (as BEGIN IMMEDIATE serializes SQLite's writers)."""
 
-    def __init__(self, url: str, max_size: int = 4) -> None:
+    def __init__(self, url: str, max_size: int = 4, lock_timeout_ms: int = 5000) -> None:
         self.location = location_of(url)
-        self.pool = open_pool(url, max_size, "ruyi-keeper", checked=True)
+        self.pool = open_pool(url, max_size, "ruyi-keeper", checked=True, lock_timeout_ms=lock_timeout_ms)
         with self.pool.connection() as conn:
             self.tables = Tables(conn)
 

@@ -58,9 +58,9 @@ def _clean(text: str) -> str:
 class PgRecall:
     """Recall in the store's PostgreSQL database, on a pool of its own; safe from any thread."""
 
-    def __init__(self, url: str, pool_max: int = POOL_MAX) -> None:
+    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> None:
         self.location = location_of(url)
-        self.pool = open_pool(url, pool_max, "ruyi-recall", checked=True)
+        self.pool = open_pool(url, pool_max, "ruyi-recall", checked=True, lock_timeout_ms=lock_timeout_ms)
 
     def write_background(self, items: Sequence[Item]) -> None:
         """Write in one transaction, its statements in one pipeline; a row written before (same key, by this replica or

@@ -74,10 +74,10 @@ class PgStore:
     """The store in a PostgreSQL database (``store.url``), shared by any number of Ruyi processes. Safe from any thread:
     each call takes a connection of its own from the pool."""
 
-    def __init__(self, url: str, pool_max: int = POOL_MAX) -> None:
+    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> None:
         self.url = url
         self.location = location_of(url)
-        self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store")
+        self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store", lock_timeout_ms=lock_timeout_ms)
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
 

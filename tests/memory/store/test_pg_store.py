@@ -289,3 +289,18 @@ def test_replicas_starting_together_on_an_empty_database_migrate_it_once(pg_serv
                 (v,) for v in range(1, pg_schema.LATEST + 1)]
         for store in opened:
             store.close()
+
+
+def test_a_write_waits_for_another_process_s_lock_at_most_busy_timeout_ms(pg_url: str) -> None:
+    """As SQLite's writers wait ``store.busy_timeout_ms``: then the write fails (the registry fails open), the thread is free."""
+    store = open_store(StoreOptions(backend="postgres", url=pg_url, busy_timeout_ms=50))
+    assert isinstance(store, PgStore)
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
+    with psycopg.connect(pg_url) as other:  # another replica, in the middle of a transaction on the session's row
+        other.execute("UPDATE sessions SET requests = 7 WHERE agent_id = 'a' AND session_id = 's'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=2.0)]))
+        other.rollback()
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=3.0)]))
+    assert store.session_ids("a") == ["s"]
+    store.close()
