@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memory.anchors.anchor import Anchor, AnchorError, check_fields, check_status, check_title, check_type, format_id, split_id, write_rule
 from memory.anchors.capture import Captured
-from memory.store.base import KeeperDatabase
-from memory.store.sqlite_database import dumps
+from memory.store.sqlite_database import Database, dumps
 
 _COLUMNS = "anchor_id, title, status, fields, source, origin_session, created_at, updated_at"
 
@@ -23,16 +23,16 @@ def _anchor(agent_id: str, row: Sequence[Any]) -> Anchor:
 class AnchorBook:
     """The anchors of every agent; each call names its agent and sees nothing of another's."""
 
-    def __init__(self, db: KeeperDatabase, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
         self.db = db
         self._clock = clock
         self._redact = redact
 
-    def _next_number(self, c: Any, agent_id: str, kind: str) -> int:
+    def _next_number(self, c: sqlite3.Connection, agent_id: str, kind: str) -> int:
         row = c.execute("SELECT max(number) FROM anchors WHERE agent_id = ? AND kind = ?", (agent_id, kind)).fetchone()
         return int(row[0] or 0) + 1
 
-    def _insert(self, c: Any, a: Anchor) -> None:
+    def _insert(self, c: sqlite3.Connection, a: Anchor) -> None:
         kind, number = split_id(a.anchor_id)
         c.execute(f"INSERT INTO anchors (agent_id, kind, number, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                   (a.agent_id, kind, number, a.anchor_id, a.title, a.status, dumps(a.fields), a.source, a.session_id, a.created_at, a.updated_at))

@@ -8,14 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memory.forms.facts import learn
-from memory.store.base import KeeperDatabase
-from memory.store.sqlite_database import dumps
+from memory.store.sqlite_database import Database, dumps
 
 
 class SessionMemory:
     """Per agent and session; each call names its agent and sees nothing of another's."""
 
-    def __init__(self, db: KeeperDatabase, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
         self.db = db
         self._clock = clock
         self._redact = redact
@@ -31,8 +30,7 @@ class SessionMemory:
             row = c.execute("SELECT body FROM session_facts WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()
             facts = learn(json.loads(row[0]) if row else {}, messages, answer)
             body = self._redact(dumps(facts))
-            c.execute("INSERT INTO session_facts VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id) DO UPDATE SET "
-                      "body = excluded.body, updated_at = excluded.updated_at", (agent_id, session_id, body, self._clock()))
+            c.execute("INSERT OR REPLACE INTO session_facts VALUES (?, ?, ?, ?)", (agent_id, session_id, body, self._clock()))
         return json.loads(body)
 
     def snapshot(self, agent_id: str, session_id: str) -> tuple[str, str] | None:
@@ -44,7 +42,7 @@ class SessionMemory:
     def keep_snapshot(self, agent_id: str, session_id: str, parent_id: str, body: str) -> str:
         """Keep a child's snapshot; one kept before wins (a snapshot never changes). Returns the one in force."""
         with self.db.transaction() as c:
-            c.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", (agent_id, session_id, parent_id, body, self._clock()))
+            c.execute("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?, ?, ?)", (agent_id, session_id, parent_id, body, self._clock()))
             return str(c.execute("SELECT body FROM snapshots WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()[0])
 
     def children(self, agent_id: str, parent_id: str) -> list[str]:
@@ -56,8 +54,7 @@ class SessionMemory:
     def keep_result(self, agent_id: str, parent_id: str, child_id: str, importance: str, text: str) -> None:
         """A child's latest final answer (it replaces an earlier one of the same child)."""
         with self.db.transaction() as c:
-            c.execute("INSERT INTO child_results VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, session_id, child_id) DO UPDATE SET "
-                      "importance = excluded.importance, text = excluded.text, created_at = excluded.created_at",
+            c.execute("INSERT OR REPLACE INTO child_results VALUES (?, ?, ?, ?, ?, ?)",
                       (agent_id, parent_id, child_id, importance, self._redact(text), self._clock()))
 
     def results(self, agent_id: str, parent_id: str) -> list[dict[str, Any]]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.notebook.sections import MAX_ENTRIES, SECTIONS, Cleaned, NotebookError, clean_entry, section_of
-from memory.store.base import KeeperDatabase
-from memory.store.sqlite_database import dumps
+from memory.store.sqlite_database import Database, dumps
 
 Body = dict[str, list[dict[str, Any]]]
 """Section → entries, each ``{"text", "by", "at"}``; ``by``: person, ruyi (the dynamic pool), proposed, compacted."""
@@ -53,14 +53,14 @@ def _body(raw: str) -> Body:
 class NotebookStore:
     """The notebooks of every agent; each call names its agent and sees nothing of another's."""
 
-    def __init__(self, db: KeeperDatabase, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
         self.db = db
         self._clock = clock
         self._redact = redact
 
     # reading
 
-    def _latest(self, c: Any, agent_id: str) -> Notebook:
+    def _latest(self, c: sqlite3.Connection, agent_id: str) -> Notebook:
         row = c.execute("SELECT version, body, created_at, reason FROM notebook_versions WHERE agent_id = ? ORDER BY version DESC LIMIT 1",
                         (agent_id,)).fetchone()
         state = c.execute("SELECT pending FROM notebook_state WHERE agent_id = ?", (agent_id,)).fetchone()
@@ -87,7 +87,7 @@ class NotebookStore:
 
     # writing: each one transaction, each a new version
 
-    def _save(self, c: Any, before: Notebook, body: Body, reason: str, pending: bool | None = None) -> Notebook:
+    def _save(self, c: sqlite3.Connection, before: Notebook, body: Body, reason: str, pending: bool | None = None) -> Notebook:
         now = self._clock()
         version = before.version + 1
         c.execute("INSERT INTO notebook_versions VALUES (?, ?, ?, ?, ?)", (before.agent_id, version, now, reason, dumps(body)))
@@ -169,7 +169,7 @@ class NotebookStore:
             if accept:
                 body[name].insert(index, {**entry, "by": "person"})
             else:
-                c.execute("INSERT INTO rejected VALUES (?, 'entry', ?, ?) ON CONFLICT DO NOTHING", (agent_id, entry_hash(name, entry["text"]), self._clock()))
+                c.execute("INSERT OR IGNORE INTO rejected VALUES (?, 'entry', ?, ?)", (agent_id, entry_hash(name, entry["text"]), self._clock()))
             return self._save(c, before, body, f"{'accept' if accept else 'reject'} {name}")
 
     def rollback(self, agent_id: str, number: int) -> Notebook | None:

@@ -22,7 +22,7 @@ def open_store(options: StoreOptions) -> Store | None:
     if options.backend == "postgres":
         from memory.store.pg_store import PgStore  # psycopg is loaded only by those who use it
 
-        return PgStore(options.url, options.pool_max)
+        return PgStore(options.url, options.pool_max, options.busy_timeout_ms)
     return SQLiteStore(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)
 
 
@@ -33,7 +33,7 @@ def open_recall(options: StoreOptions, store: Store | None) -> Recall | PgRecall
     if options.backend == "postgres":
         from memory.store.pg_recall import PgRecall
 
-        return PgRecall(options.url)
+        return PgRecall(options.url, lock_timeout_ms=options.busy_timeout_ms)
     return Recall(Path(store.location), options.busy_timeout_ms)
 
 
@@ -42,7 +42,7 @@ def open_database(options: StoreOptions) -> Database | PgDatabase:
     if options.backend == "postgres":
         from memory.store.pg_database import PgDatabase
 
-        return PgDatabase(options.url)
+        return PgDatabase(options.url, lock_timeout_ms=options.busy_timeout_ms)
     if options.backend == "memory":
         return Database(None, options.busy_timeout_ms)
     return Database(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)

@@ -38,7 +38,8 @@ class StoreOptions:
     sweep_interval_hours: float = 24.0
     """How often expired sessions and refs are removed (also ``ruyi store vacuum``)."""
     busy_timeout_ms: int = 5000
-    """How long a write waits for another process holding the database (``ruyi store vacuum``)."""
+    """How long a write waits for another process holding the database (``ruyi store vacuum``; PostgreSQL: a lock another
+    replica holds), then fails (the request goes through)."""
     queue_max: int = 10_000
     """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
     unsaved_max: int = 100_000
@@ -298,7 +299,7 @@ class Hit:
 
 class KeeperDatabase(Protocol):
     """The keeper's database: SQLite's (memory/store/sqlite_database.py) or PostgreSQL's (memory/store/pg_database.py). Its
-    connections take SQL with ``?`` placeholders, written once for both (ON CONFLICT, no INSERT OR …)."""
+    connections take SQLite's SQL, written once for both (PostgreSQL's translates ``?`` and ``INSERT OR …``)."""
 
     location: str
 

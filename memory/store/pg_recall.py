@@ -21,6 +21,11 @@ LEXEME_MAX = 256
 LEXEMES_MAX = 20_000
 """Distinct terms indexed per row at most (a tsvector is at most 1 MiB)."""
 POOL_MAX = 4
+_TURN = "(agent_id, session_id, turn, hash, role, created_at, body) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+_CHUNK = ("(agent_id, session_id, chunk_id, first, last, created_at, source, tags, anchors, line, summary) "
+          "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+_INDEX = "INSERT INTO recall_fts SELECT %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]), %s"
+"""Index a row from the one just inserted (``FROM new``): none when the row was there already."""
 
 
 def _folded(ch: str) -> str:
@@ -32,7 +37,7 @@ def _folded(ch: str) -> str:
 def lexemes(indexed: str) -> list[str]:
     """The distinct tokens of an indexed text (see ``index_text``) as FTS5's ``unicode61`` tokenizer makes them: runs of
     letters and digits (``_`` and punctuation separate), diacritics removed, lower-cased; CJK runs are bigrams already."""
-    folded = "".join(_folded(ch) if ord(ch) > 127 else ch for ch in indexed).lower()
+    folded = (indexed if indexed.isascii() else "".join(_folded(ch) if ord(ch) > 127 else ch for ch in indexed)).lower()
     found = dict.fromkeys(t for t in _TOKEN.findall(folded) if len(t) <= LEXEME_MAX)
     return list(found)[:LEXEMES_MAX]
 
@@ -53,40 +58,41 @@ def _clean(text: str) -> str:
 class PgRecall:
     """Recall in the store's PostgreSQL database, on a pool of its own; safe from any thread."""
 
-    def __init__(self, url: str, pool_max: int = POOL_MAX) -> None:
+    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> None:
         self.location = location_of(url)
-        self.pool = open_pool(url, pool_max, "ruyi-recall")
+        self.pool = open_pool(url, pool_max, "ruyi-recall", checked=True, lock_timeout_ms=lock_timeout_ms)
 
     def write_background(self, items: Sequence[Item]) -> None:
-        """Write in one transaction; a row written before (same key, by this replica or another) is not written again, nor indexed again."""
+        """Write in one transaction, its statements in one pipeline; a row written before (same key, by this replica or
+        another) is not written again, nor indexed again (the index row is made only from the row just inserted)."""
         now = time.time()
-        with self.pool.connection() as c, c.transaction():
+        with self.pool.connection() as c, c.pipeline(), c.transaction():
             for item in items:
                 self._write(c, item, now)
 
     def _write(self, c: psycopg.Connection, item: Item, now: float) -> None:
         key = (item.agent_id, item.session_id)
         if isinstance(item, Turn):
-            cur = c.execute("INSERT INTO turns (agent_id, session_id, turn, hash, role, created_at, body) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                            "ON CONFLICT DO NOTHING", (*key, item.turn, item.hash, item.role, now, json.dumps(item.body)))
-            if cur.rowcount and item.text.strip():
-                self._index(c, item.agent_id, item.session_id, "turn", f"{item.turn}:{item.hash}", item.text)
+            row = (*key, item.turn, item.hash, item.role, now, json.dumps(item.body))
+            if not item.text.strip():
+                c.execute(f"INSERT INTO turns {_TURN} ON CONFLICT DO NOTHING", row)
+                return
+            c.execute(f"WITH new AS (INSERT INTO turns {_TURN} ON CONFLICT DO NOTHING RETURNING 1) {_INDEX} FROM new ON CONFLICT DO NOTHING",
+                      (*row, *self._indexed(item.agent_id, item.session_id, "turn", f"{item.turn}:{item.hash}", item.text)))
         elif isinstance(item, ChunkRow):
-            cur = c.execute("INSERT INTO chunks (agent_id, session_id, chunk_id, first, last, created_at, source, tags, anchors, line, summary) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                            (*key, item.chunk_id, item.first, item.last, now, _clean(item.source), json.dumps(item.tags),
-                             json.dumps(item.anchors), _clean(item.line), _clean(item.summary)))
-            if cur.rowcount:
-                self._index(c, item.agent_id, item.session_id, "chunk", item.chunk_id, item.summary)
+            row = (*key, item.chunk_id, item.first, item.last, now, _clean(item.source), json.dumps(item.tags), json.dumps(item.anchors),
+                   _clean(item.line), _clean(item.summary))
+            c.execute(f"WITH new AS (INSERT INTO chunks {_CHUNK} ON CONFLICT DO NOTHING RETURNING 1) {_INDEX} FROM new ON CONFLICT DO NOTHING",
+                      (*row, *self._indexed(item.agent_id, item.session_id, "chunk", item.chunk_id, item.summary)))
         else:
             c.execute("INSERT INTO archives (agent_id, session_id, archive_id, number, created_at, body) VALUES (%s, %s, %s, %s, %s, %s) "
                       "ON CONFLICT DO NOTHING", (*key, item.archive_id, item.number, now, json.dumps(item.body)))
 
-    def _index(self, c: psycopg.Connection, agent_id: str, session_id: str, kind: str, ref: str, text: str) -> None:
+    @staticmethod
+    def _indexed(agent_id: str, session_id: str, kind: str, ref: str, text: str) -> tuple[Any, ...]:
         indexed = _clean(index_text(text))
         found = lexemes(indexed)
-        c.execute("INSERT INTO recall_fts VALUES (%s, %s, %s, %s, %s, array_to_tsvector(%s::text[]), %s) ON CONFLICT DO NOTHING",
-                  (agent_id, session_id, kind, ref, indexed, found, len(found)))
+        return agent_id, session_id, kind, ref, indexed, found, len(found)
 
     def search(self, agent_id: str, session_id: str | None, text: str, limit: int = 5, kinds: Sequence[str] = ("chunk", "turn"),
                agents: Sequence[str] | None = None) -> list[Hit]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -77,19 +77,23 @@ class PgStore:
     """The store in a PostgreSQL database (``store.url``), shared by any number of Ruyi processes. Safe from any thread:
     each call takes a connection of its own from the pool."""
 
-    def __init__(self, url: str, pool_max: int = POOL_MAX) -> None:
+    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> None:
         self.url = url
         self.location = location_of(url)
-        self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store")
+        self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store", lock_timeout_ms=lock_timeout_ms)
         self._locks = PgSessionLocks(url)
         with self.pool.connection() as conn:
             self._owned = _owned_tables(conn)
 
     def _retrying(self, write: Callable[[psycopg.Connection], None], pipelined: bool = False) -> None:
-        """Run ``write`` in one transaction (its statements sent in one pipeline: one round trip, not one each)."""
+        """Run ``write`` in one transaction (its statements sent in one pipeline: one round trip, not one each); tried
+        again when two replicas' transactions deadlocked, or when the server had ended the connection (every write is
+        idempotent: one that committed before its connection broke is harmless to repeat)."""
         for attempt in range(RETRIES + 1):
+            used: psycopg.Connection | None = None
             try:
                 with self.pool.connection() as c:
+                    used = c
                     if pipelined:  # BEGIN, the statements and COMMIT sent together
                         with c.pipeline(), c.transaction():
                             write(c)
@@ -101,6 +105,22 @@ class PgStore:
                 if attempt == RETRIES:
                     raise
                 log.info("store_write_retried", attempt=attempt + 1)
+            except psycopg.OperationalError:
+                if attempt == RETRIES or used is None or not used.broken:
+                    raise
+                log.info("store_reconnected", location=self.location)
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """A read's rows; a pooled connection the server ended meanwhile (a restart, a failover) is replaced, once."""
+        for attempt in range(2):
+            with self.pool.connection() as c:
+                try:
+                    return c.execute(sql, params).fetchall()  # type: ignore[call-overload]  # our own constant SQL
+                except psycopg.OperationalError:
+                    if attempt or not c.broken:
+                        raise
+                    log.info("store_reconnected", location=self.location)
+        raise AssertionError("unreachable")
 
     def write(self, changes: Changes) -> None:
         self._retrying(lambda c: self._write(c, changes), pipelined=True)
@@ -153,10 +173,7 @@ class PgStore:
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if not links:
             return {}
-        with self.pool.connection() as c:
-            rows = c.execute(f"SELECT link, session_id FROM {table} WHERE agent_id = %s AND link = ANY(%s)",  # type: ignore[call-overload]
-                             (agent_id, list(links))).fetchall()
-        return dict(rows)
+        return dict(self._rows(f"SELECT link, session_id FROM {table} WHERE agent_id = %s AND link = ANY(%s)", (agent_id, list(links))))
 
     def find_tips(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         return self._find("tips", agent_id, links)
@@ -165,53 +182,56 @@ class PgStore:
         return self._find("links", agent_id, links)
 
     def session_version(self, agent_id: str, session_id: str) -> int | None:
-        with self.pool.connection() as c:
-            row = c.execute("SELECT version FROM sessions WHERE agent_id = %s AND session_id = %s", (agent_id, session_id)).fetchone()
-        return None if row is None else int(row[0])
+        rows = self._rows("SELECT version FROM sessions WHERE agent_id = %s AND session_id = %s", (agent_id, session_id))
+        return int(rows[0][0]) if rows else None
 
     def session_lock(self, agent_id: str, session_id: str) -> AdvisoryLock:
         """An advisory lock every replica on this database honours (memory/store/pg_locks.py)."""
         return self._locks.lock(agent_id, session_id)
 
     def load_session(self, agent_id: str, session_id: str) -> StoredSession | None:
-        with self.pool.connection() as c:  # one statement: one round trip, one snapshot (the record, chain and decisions agree)
-            row = c.execute(_LOAD_SESSION, (agent_id, session_id)).fetchone()
-        if row is None:
+        rows = self._rows(_LOAD_SESSION, (agent_id, session_id))  # one statement: one round trip, one snapshot (all agree)
+        if not rows:
             return None
-        *record, links, decided, bodies, tip = row
+        *record, links, decided, bodies, tip = rows[0]
         decisions = {link: json.loads(body) for link, body in zip(decided, bodies, strict=True)}
         return StoredSession(SessionRecord(*record), tuple(links), decisions, bool(links) and bool(tip))
 
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
-        with self.pool.connection() as c:
-            rows = c.execute("SELECT body FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC LIMIT %s",
-                             (agent_id, session_id, limit)).fetchall()
+        rows = self._rows("SELECT body FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC LIMIT %s",
+                          (agent_id, session_id, limit))
         return [json.loads(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
-        with self.pool.connection() as c:
-            rows = c.execute("SELECT session_id FROM sessions WHERE agent_id = %s ORDER BY last_seen DESC, session_id", (agent_id,)).fetchall()
+        rows = self._rows("SELECT session_id FROM sessions WHERE agent_id = %s ORDER BY last_seen DESC, session_id", (agent_id,))
         return [r[0] for r in rows]
 
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
-        with self.pool.connection() as c:
-            row = c.execute("SELECT original FROM refs WHERE agent_id = %s AND ref_id = %s LIMIT 1", (agent_id, ref_id)).fetchone()
-        return bytes(row[0]).decode("utf-8", "surrogatepass") if row else None
+        rows = self._rows("SELECT original FROM refs WHERE agent_id = %s AND ref_id = %s LIMIT 1", (agent_id, ref_id))
+        return bytes(rows[0][0]).decode("utf-8", "surrogatepass") if rows else None
 
     def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
-        with self.pool.connection() as c:
-            rows = c.execute("SELECT body FROM audit WHERE agent_id = %s AND session_id = %s ORDER BY id", (agent_id, session_id)).fetchall()
+        rows = self._rows("SELECT body FROM audit WHERE agent_id = %s AND session_id = %s ORDER BY id", (agent_id, session_id))
         return [json.loads(b) for (b,) in rows]
 
+    def audit_records(self, since: float | None = None) -> Iterator[Any]:
+        """Every agent's audit records stored at or after ``since`` (all when None), oldest first, streamed (``ruyi report``;
+        its ``AuditRecord`` comes with the report's work, memory/store/base.py)."""
+        from memory.store.base import AuditRecord  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        with self.pool.connection() as c, c.cursor() as cur:
+            rows = cur.stream("SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s "
+                              "ORDER BY created_at, id", (since if since is not None else float("-inf"),))
+            for agent_id, session_id, request_id, created_at, body in rows:
+                yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
+
     def ratios(self) -> list[tuple[str, float]]:
-        with self.pool.connection() as c:
-            rows = c.execute("SELECT model, ratio FROM model_calibration ORDER BY updated_at, model").fetchall()
+        rows = self._rows("SELECT model, ratio FROM model_calibration ORDER BY updated_at, model", ())
         return [(m, float(r)) for m, r in rows]
 
     def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
-        with self.pool.connection() as c:
-            gone = c.execute("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s",
-                             (before, limit)).fetchall()
+        gone = self._rows("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s",
+                          (before, limit))
         if not gone:
             return []
 

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -20,13 +21,14 @@ from memory.forms.sqlite_forms import SessionMemory
 from memory.notebook import compaction
 from memory.notebook.proposals import propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
-from memory.store.base import KeeperDatabase
+from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
 from proxy.keep.subagents import Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
 if TYPE_CHECKING:
+    from memory.store.base import KeeperDatabase
     from proxy.context import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -66,9 +68,9 @@ class NotebookOptions:
 class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
-    def __init__(self, db: KeeperDatabase, options: NotebookOptions, summarizer: LLMSummarizer | None,
+    def __init__(self, path: Path | KeeperDatabase | None, options: NotebookOptions, summarizer: LLMSummarizer | None, busy_timeout_ms: int = 5000,
                  run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.db = db
+        self.db = path if path is not None and not isinstance(path, Path) else Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
         self.anchors = AnchorBook(self.db, clock, redact)

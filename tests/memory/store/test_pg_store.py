@@ -178,3 +178,129 @@ def test_random_writes_read_back_alike_on_both_backends(pg_url: str, tmp_path: P
             assert lite.find_ref(agent, f"r{step}") == pgs.find_ref(agent, f"r{step}")
     lite.close()
     pgs.close()
+
+
+def test_connections_the_server_ended_are_replaced_without_an_error(pg_url: str) -> None:
+    """A PostgreSQL restart or failover ends every connection of the pool: the next read and the next write reconnect."""
+    store = PgStore(pg_url)
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
+
+    def end_the_pool_s_connections() -> None:
+        with store.pool.connection() as mine:
+            pid = mine.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+    end_the_pool_s_connections()
+    assert store.session_ids("a") == ["s"]
+    end_the_pool_s_connections()
+    store.write(Changes(sessions=[SessionRecord("a", "t", last_seen=2.0)]))
+    assert store.session_ids("a") == ["t", "s"]
+    store.close()
+
+
+def test_recall_and_the_keeper_replace_connections_the_server_ended(pg_url: str) -> None:
+    from memory.notebook.sqlite_notebook import NotebookStore
+    from memory.store.base import ChunkRow
+    from memory.store.pg_database import PgDatabase
+    from memory.store.pg_recall import PgRecall
+
+    recall, db = PgRecall(pg_url), PgDatabase(pg_url)
+    notes = NotebookStore(db)
+    for pool in (recall.pool, db.pool):
+        with pool.connection() as mine:
+            pid = mine.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    recall.write_background([ChunkRow("a", "s", "c1", 0, 1, "extractive", (), (), "line", "重连 after a restart")])
+    assert [h.ref for h in recall.search("a", "s", "重连")] == ["c1"]
+    assert notes.add("a", "user", "survives a restart")[0].version == 1
+    recall.close()
+    db.close()
+
+
+def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_server: str) -> None:
+    """Migrations after those written in pg_schema are SQLite's, translated: on SQLite's own migrations 1 and 3 the
+    translation makes the tables and columns the written ones have (less their ``id``), reserved names quoted."""
+    def tables(url: str) -> dict[str, set[str]]:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()").fetchall()
+        found: dict[str, set[str]] = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
+    assert 'window" BIGINT' in pg_schema.translated(sqlite_schema.MIGRATIONS[0]) and "WITHOUT ROWID" not in pg_schema.translated(sqlite_schema.MIGRATIONS[2])
+    with pytest.raises(ValueError, match="virtual table"):
+        pg_schema.translated(sqlite_schema.MIGRATIONS[1])
+    with pg.fresh_schema(pg_server) as written, pg.fresh_schema(pg_server) as translated:
+        with psycopg.connect(translated, autocommit=True) as conn:
+            for number in (0, 2):
+                for statement in pg_schema.translated(sqlite_schema.MIGRATIONS[number]).split(";"):
+                    if statement.strip():
+                        conn.execute(statement)  # type: ignore[call-overload]
+        with psycopg.connect(written, autocommit=True) as conn:
+            for number in (0, 2):
+                for statement in pg_schema.MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)  # type: ignore[call-overload]
+        ours, theirs = tables(written), tables(translated)
+        assert set(ours) == set(theirs) and all(ours[t] - {"id"} == theirs[t] for t in ours)
+
+
+def test_the_report_reads_the_same_audit_records_from_both_backends(pg_url: str, tmp_path: Path) -> None:
+    from memory.store import base
+    from memory.store.sqlite_store import SQLiteStore
+
+    if not hasattr(base, "AuditRecord") or not hasattr(SQLiteStore, "audit_records"):
+        pytest.skip("Store.audit_records (ruyi report) is not in this checkout yet: the observability work adds it")
+    lite, pgs = SQLiteStore(tmp_path / "ruyi.db"), PgStore(pg_url)
+    for store in (lite, pgs):
+        store.write_background([Audit(agent, "s", f"r{i}", {"i": i, "agent": agent}) for i in range(5) for agent in ("a", "b/sub")])
+    def seen(store: object) -> list[tuple[str, str, str, dict[str, object]]]:
+        return [(r.agent_id, r.session_id, r.request_id, r.body) for r in store.audit_records()]  # type: ignore[attr-defined]
+    assert seen(pgs) == seen(lite) and len(seen(pgs)) == 10
+    assert list(pgs.audit_records(since=9e18)) == []
+    lite.close()
+    pgs.close()
+
+
+def test_replicas_starting_together_on_an_empty_database_migrate_it_once(pg_server: str) -> None:
+    with pg.fresh_schema(pg_server) as url:
+        opened: list[PgStore] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def open_one() -> None:
+            try:
+                start.wait()
+                opened.append(PgStore(url))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and len(opened) == 4
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+                (v,) for v in range(1, pg_schema.LATEST + 1)]
+        for store in opened:
+            store.close()
+
+
+def test_a_write_waits_for_another_process_s_lock_at_most_busy_timeout_ms(pg_url: str) -> None:
+    """As SQLite's writers wait ``store.busy_timeout_ms``: then the write fails (the registry fails open), the thread is free."""
+    store = open_store(StoreOptions(backend="postgres", url=pg_url, busy_timeout_ms=50))
+    assert isinstance(store, PgStore)
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
+    with psycopg.connect(pg_url) as other:  # another replica, in the middle of a transaction on the session's row
+        other.execute("UPDATE sessions SET requests = 7 WHERE agent_id = 'a' AND session_id = 's'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=2.0)]))
+        other.rollback()
+    store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=3.0)]))
+    assert store.session_ids("a") == ["s"]
+    store.close()
