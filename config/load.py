@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
@@ -92,6 +92,9 @@ def _redact(data: Any, key: str = "") -> Any:
         return [_redact(v, key) for v in data]
     if key in SECRET_KEYS and isinstance(data, str) and not data.startswith("env:"):
         return "***"
+    if key == "url" and isinstance(data, str) and urlsplit(data).password:  # postgresql://user:password@host/db
+        parts = urlsplit(data)
+        return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
     return data
 
 

@@ -95,6 +95,10 @@ class ServerOptions:
     shutdown_grace_seconds: float = 20.0
     """On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish; then streams still open end
     with an error event (SSE) or error line (NDJSON), requests not yet answered get 503, and the store drains."""
+    workers: int = 1
+    """Processes serving the port (SO_REUSEPORT: the kernel spreads connections over them), each with its own event
+    loop and worker threads, sharing the store (``store.shared`` turns on by itself). Needs a store every process
+    can open: SQLite (one file, per-session locks beside it) or PostgreSQL; refused with ``store.backend: memory``."""
 
     def check(self) -> None:
         if not 0 < self.port < 65536:
@@ -105,6 +109,8 @@ class ServerOptions:
             raise ValueError(f"loop_rewrite_bytes must be between 0 and 1048576, got {self.loop_rewrite_bytes}")
         if self.shutdown_grace_seconds < 0:
             raise ValueError("shutdown_grace_seconds must be >= 0")
+        if not 1 <= self.workers <= 256:
+            raise ValueError(f"workers must be between 1 and 256, got {self.workers}")
 
 
 @dataclass(frozen=True)

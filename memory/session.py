@@ -56,6 +56,8 @@ class Session:
     """The latest DCP reports of this session, oldest first (bounded by the pruning layer)."""
     refs: dict[str, str] = field(default_factory=dict)
     """Originals of replaced text by ref id (secrets redacted), for /ruyi/v1/refs/<id> (with a store: kept there only)."""
+    version: int = 0
+    """The version of the stored row this copy matches (bumped by each write of it; `SessionRecord.version`)."""
 
 
 class How(StrEnum):

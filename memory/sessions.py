@@ -53,12 +53,9 @@ class SessionRegistry:
         self._agents: dict[str, AgentSessions] = {}
         self._lru: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._unsaved = Unsaved()
-        self.reports_max = reports_max
-        """Reports kept per session (in memory, and read back from the store by `reports`)."""
-        self.unsaved_max = unsaved_max
-        """Entries the unsaved changes may hold while the store keeps failing (past it the oldest are dropped)."""
-        self.write_failures = 0
-        """Flushes that failed since start-up."""
+        self.reports_max = reports_max  # reports kept per session (in memory, and read back from the store by `reports`)
+        self.unsaved_max = unsaved_max  # entries kept unsaved while the store keeps failing (past it the oldest are dropped)
+        self.write_failures = 0  # flushes that failed since start-up
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -74,7 +71,7 @@ class SessionRegistry:
         agent = self._agents.get(agent_id) or self._first_seen(agent_id, stored)
         links = chain.links
         if session_id is not None:
-            session = self.get(agent_id, session_id, stored=stored)
+            session = self._live(agent_id, session_id, stored)
             if session is None:
                 session = self._create(agent_id, session_id, None)
             shared = chain.shared_prefix(session.links)
@@ -210,7 +207,7 @@ class SessionRegistry:
             if dropped:
                 log.warning("store_backlog_trimmed", dropped=dropped, dropped_total=self._unsaved.dropped, kept=self._unsaved.size())
             return False
-        self._unsaved.clear()
+        self._unsaved.written()
         return True
 
     def unsaved_stats(self) -> dict[str, int]:
@@ -287,8 +284,7 @@ class SessionRegistry:
         return removed
 
     def agents(self) -> Iterator[str]:
-        """Agents with at least one session in memory."""
-        return iter(list(self._agents))
+        return iter(list(self._agents))  # agents with at least one session in memory
 
     def expire(self, limit: int = 500) -> int:
         """Forget up to `limit` sessions (and their refs) unseen for `ttl_days`, in memory and in the store.
@@ -312,7 +308,11 @@ class SessionRegistry:
         agent = self._agents.get(agent_id)  # gone when its last session expired meanwhile
         store = None if agent is not None and agent.whole else self.store  # a whole index: the store knows nothing more
         lookup = None if store is None else (store.find_tips if tips else store.find_links) if stored else needs_store
-        return find_session(agent_id, links, low, index, unsaved, lookup, lambda sid: self.get(agent_id, sid, stored=stored))
+        return find_session(agent_id, links, low, index, unsaved, lookup, lambda sid: self._live(agent_id, sid, stored))
+
+    def _live(self, agent_id: str, session_id: str, stored: bool) -> Session | None:
+        """A session a request may continue (memory/shared.py checks first that the copy in memory is current)."""
+        return self.get(agent_id, session_id, stored=stored)
 
     def _load(self, agent_id: str, session_id: str) -> Session | None:
         """Read a session back into memory (with its tip, if it still holds it): from the unsaved

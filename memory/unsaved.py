@@ -15,8 +15,10 @@ _RECORD_FIELDS = tuple(f.name for f in fields(SessionRecord))
 
 
 def record_of(session: Session) -> SessionRecord:
-    """A session's own facts, as the store keeps them."""
-    return SessionRecord(**{name: getattr(session, name) for name in _RECORD_FIELDS})
+    """A session's own facts, as the store keeps them, at its next version (the one this write makes)."""
+    record = SessionRecord(**{name: getattr(session, name) for name in _RECORD_FIELDS})
+    record.version += 1
+    return record
 
 
 def ref_ids(decisions: Iterable[Any]) -> tuple[str, ...]:
@@ -148,6 +150,12 @@ class Unsaved:
         for key in [k for k in self.refs if gone(k[0], k[1])]:
             del self.refs[key]
         self.ref_copies = [c for c in self.ref_copies if not gone(c[0], c[2])]
+
+    def written(self) -> None:
+        """The changes are in the store: each session written holds the version its row now has."""
+        for session in self.sessions.values():
+            session.version += 1
+        self.clear()
 
     def clear(self) -> None:
         for table in (self.sessions, self.chain_from, self.chain_stored, self.links, self.tips, self.refs):

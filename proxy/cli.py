@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-kind", choices=("openai", "ollama"), help="wire format of --upstream (guessed when omitted)")
     serve.add_argument("--host", metavar="H", help="interface to listen on (also RUYI_HOST)")
     serve.add_argument("--port", metavar="P", type=int, help="port to listen on (also RUYI_PORT)")
+    serve.add_argument("--workers", metavar="N", type=int,
+                       help="processes serving the port side by side (SO_REUSEPORT), sharing the store: SQLite or PostgreSQL, "
+                       "not store.backend memory (default 1; server.workers)")
     rep = sub.add_parser(
         "replay", help="replay a recorded conversation offline through Ruyi's pipeline",
         description="Replay a trace (OpenAI chat JSON: {model, messages, tools}) as the requests its agent made, "
@@ -128,10 +131,14 @@ def _serve(args: argparse.Namespace) -> int:
         "default_route.kind": args.upstream_kind,
         "server.host": args.host,
         "server.port": args.port,
+        "server.workers": args.workers,
     }
     config = load_config(args.config, os.environ, overrides)
-    serve(config, ignored_variables(os.environ))
-    return 0
+    if config.server.workers > 1 and config.store.backend == "memory":
+        raise ConfigError("--workers" if args.workers else "server.workers", "server.workers",
+                          f"{config.server.workers} workers need a store every process opens (store.backend sqlite or postgres); "
+                          "with memory each would keep its own sessions and decide differently")
+    return serve(config, ignored_variables(os.environ))
 
 
 def _vacuum(args: argparse.Namespace) -> int:

@@ -35,6 +35,8 @@ class Turn:
     def __init__(self, turns: SessionTurns, key: Hashable, before: threading.Event | None) -> None:
         self._turns, self._key, self._before = turns, key, before
         self._mine = threading.Event()
+        self.release: Callable[[], None] | None = None
+        """Called once when the turn ends: the session's lock in the store, when replicas share it (store.shared)."""
 
     def __enter__(self) -> Turn:
         if self._before is not None and not self._before.wait(TURN_WAIT_S):
@@ -51,6 +53,9 @@ class Turn:
     def end(self) -> None:
         self._mine.set()
         self._turns.left(self._key, self._mine)
+        release, self.release = self.release, None
+        if release is not None:
+            release()
 
 
 class SessionTurns:

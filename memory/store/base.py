@@ -8,6 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 
+class SessionLock(Protocol):
+    """A held or holdable per-session lock: ``acquire`` waits until it is held (at most ``timeout`` seconds: False when
+    it was not), ``release`` may be called from any thread of the process that acquired it."""
+
+    def acquire(self, timeout: float | None = None) -> bool: ...
+
+    def release(self) -> None: ...
+
+
 class StoreError(Exception):
     """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
 
@@ -16,23 +25,38 @@ class StoreError(Exception):
 class StoreOptions:
     """Where Ruyi keeps its durable state."""
 
-    backend: Literal["sqlite", "memory"] = "sqlite"
-    """``sqlite``: durable, under ``data_dir``; ``memory``: nothing survives a restart."""
+    backend: Literal["sqlite", "memory", "postgres"] = "sqlite"
+    """``sqlite``: durable, under ``data_dir``; ``memory``: nothing survives a restart; ``postgres``: durable, in the
+    database at ``url``, shared by several Ruyi processes."""
+    url: str = ""
+    """The PostgreSQL database of ``backend: postgres`` (``postgresql://user@host:5432/db``; a schema other than public:
+    ``?options=-csearch_path%3Dname``); also ``RUYI_STORE__URL``."""
+    pool_max: int = 8
+    """``postgres``: connections each Ruyi process keeps open at most for the store (anchors and recall have a few more)."""
     data_dir: str = "./.ruyi"
     """Directory of the database (``ruyi.db``), created on first start."""
     sweep_interval_hours: float = 24.0
     """How often expired sessions and refs are removed (also ``ruyi store vacuum``)."""
     busy_timeout_ms: int = 5000
-    """How long a write waits for another process holding the database (``ruyi store vacuum``)."""
+    """How long a write waits for another process holding the database (``ruyi store vacuum``; PostgreSQL: a lock another
+    replica holds), then fails (the request goes through)."""
     queue_max: int = 10_000
     """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
     unsaved_max: int = 100_000
     """While the store keeps failing, entries of the unsaved changes (index entries, sessions, decisions)
     kept for the next write at most; beyond it the oldest are dropped and counted (GET /ruyi/v1/stats)."""
+    shared: bool = False
+    """Several Ruyi processes use this store at once (replicas, ``server.workers`` > 1): a session in memory is
+    trusted only while the stored version is the one it holds, and a request decides for its session under a lock
+    that every process honours. On by itself with ``server.workers`` > 1."""
 
     def check(self) -> None:
         if self.sweep_interval_hours <= 0:
             raise ValueError("sweep_interval_hours must be positive")
+        if self.backend == "postgres" and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("backend postgres needs url: postgresql://user@host:5432/database (or RUYI_STORE__URL)")
+        if self.pool_max < 1:
+            raise ValueError("pool_max must be >= 1")
         if self.busy_timeout_ms < 0 or self.queue_max < 1 or self.unsaved_max < 1:
             raise ValueError("busy_timeout_ms must be >= 0, queue_max and unsaved_max >= 1")
 
@@ -55,6 +79,8 @@ class SessionRecord:
     num_ctx: int | None = None
     calibration: float | None = None
     batch_retry_at: int | None = None
+    version: int = 0
+    """Bumped by every write of the row: a process trusts its in-memory copy only while this is the one it holds."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +247,15 @@ class Store(Protocol):
     def close(self) -> None:
         """Close; later calls fail."""
 
+    # Replicas (store.shared): several processes on one store.
+
+    def session_version(self, agent_id: str, session_id: str) -> int | None:
+        """The session's stored version (`SessionRecord.version`), None when the store has no such session."""
+
+    def session_lock(self, agent_id: str, session_id: str) -> SessionLock:
+        """A lock on one session that every thread and process using this store honours (held while a request
+        decides for the session); the holder's death (even SIGKILL) releases it."""
+
 
 # Recall (proxy/longctx): raw turns (S0), S2 chunks and archives, written off the request path, searched by FTS5.
 
@@ -277,3 +312,17 @@ class Hit:
     matched: int
     """How many of the query's terms it holds."""
     row: dict[str, Any]
+
+
+class KeeperDatabase(Protocol):
+    """The keeper's database: SQLite's (memory/store/sqlite_database.py) or PostgreSQL's (memory/store/pg_database.py). Its
+    connections take SQLite's SQL, written once for both (PostgreSQL's translates ``?`` and ``INSERT OR …``)."""
+
+    location: str
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write, all of it or nothing; writers are serialized (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock)."""
+
+    def reading(self) -> AbstractContextManager[Any]: ...
+
+    def close(self) -> None: ...

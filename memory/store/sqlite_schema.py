@@ -120,6 +120,10 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE UNIQUE INDEX card_drafts_by_key ON card_drafts (agent_id, key);
     """,
+    # 6: a version per session, bumped by every write of its row (replicas: a stale copy in memory is detected)
+    """
+    ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

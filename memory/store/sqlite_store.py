@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_report import SQLiteReport
 from memory.store.sqlite_schema import migrate
@@ -32,9 +33,11 @@ from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
 _COLUMNS = tuple(f.name for f in fields(SessionRecord))
+assert _COLUMNS[-1] == "version"  # the upsert below moves it on by its own rule
 _UPSERT_SESSION = (
     f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:])}"
+    f"ON CONFLICT (agent_id, session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[2:-1])}, "
+    "version = max(excluded.version, sessions.version + 1)"  # a write from a stale copy still moves the version on
 )
 _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
@@ -97,6 +100,7 @@ class SQLiteStore(SQLiteReport):
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpoint_lock = threading.Lock()
         self._owned = _owned_tables(self._conn)
+        self._locks = FileSessionLocks(path.with_name(path.name + "-locks"))
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
@@ -186,6 +190,15 @@ class SQLiteStore(SQLiteReport):
         tip = bool(links) and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone() is not None
         return StoredSession(SessionRecord(*row), links, decisions, tip)
 
+    def session_version(self, agent_id: str, session_id: str) -> int | None:
+        row = self._conn.execute("SELECT version FROM sessions WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()
+        return None if row is None else int(row[0])
+
+    def session_lock(self, agent_id: str, session_id: str) -> SlotLock:
+        """Honoured by every process on this file (and every thread of this one): a record lock on a byte of
+        ``ruyi.db-locks`` (memory/store/session_locks.py)."""
+        return self._locks.lock(agent_id, session_id)
+
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit))
@@ -272,3 +285,4 @@ class SQLiteStore(SQLiteReport):
         except sqlite3.Error as exc:  # another process holds it: the next start folds the log in
             log.info("store_checkpoint_skipped", path=self.location, reason=str(exc))
         self._conn.close()
+        self._locks.close()

@@ -70,16 +70,16 @@ async def act(request: web.Request) -> web.Response:
     action = request.match_info["action"]
     agent, session = await _session(request)
     measurer = request.app[appkeys.MEASURER]
-    registry = measurer.sessions
-    decisions: dict[str, Any] = {REQUESTED: requested(NEXT[action])}
+
+    def decisions(current: Session) -> dict[str, Any]:
+        made: dict[str, Any] = {REQUESTED: requested(NEXT[action])}
+        if action == "reset":  # a value that is not a list replaces a message's decisions whole: an empty mapping leaves none
+            made.update({link: {} for link in current.decisions if link not in (REQUESTED, ARCHIVES)}, **{ARCHIVES: {}})
+        return made
+
+    written = await measurer.offload.run(measurer.decide_in_turn, agent, session.session_id, decisions, action == "reset")
     if action == "reset":
-        # a value that is not a list replaces a message's decisions whole: an empty mapping leaves none in force
-        forgotten = {link: {} for link in session.decisions if link not in (REQUESTED, ARCHIVES)}
-        decisions.update(forgotten, **{ARCHIVES: {}})
-        written = await measurer.offload.run(registry.decide, agent, session.session_id, decisions, {}, None, True)
         request.app[appkeys.LONGCTX].forget(agent, session.session_id)
-    else:
-        written = await measurer.offload.run(registry.decide, agent, session.session_id, decisions, {})
     if not written:
         raise ProxyError(503, "store_unavailable", "the store could not be written; try again")
     return web.json_response({"session_id": session.session_id, "action": action, "next_request": NEXT[action]})

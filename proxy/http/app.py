@@ -6,13 +6,12 @@ import asyncio
 import functools
 import threading
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 
 from aiohttp import web
 
 from config.schema import Config
 from memory.cards.workspace import Shelf, for_agent
-from memory.store.backend import open_recall, open_store
+from memory.store.backend import open_database, open_recall, open_store
 from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys
@@ -84,7 +83,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.MEASURER] = measurer = Measurer(config, session, store, writer, offload, lock)
     summarizer = LLMSummarizer(config.summarizer) if config.summarizer.model else None
     app[appkeys.LONGCTX] = longctx = LongCtx(config.archive, config.pruning.tool_table(), config.s0, open_recall(config.store, store), summarizer)
-    app[appkeys.KEEPER] = keeper = Keeper(Path(store.location) if store is not None else None, config.notebook, summarizer,
+    app[appkeys.KEEPER] = keeper = Keeper(open_database(config.store), config.notebook, summarizer,
                                           config.store.busy_timeout_ms, offload.run, workspaces=functools.partial(for_agent, config),
                                           shelf=Shelf(config.cards.recheck_seconds))
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)

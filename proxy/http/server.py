@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import resource
-from collections.abc import Sequence
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import structlog
 from aiohttp import web
@@ -20,10 +24,13 @@ from redaction.redact import ruleset
 
 SHUTDOWN_BACKSTOP_S = 2.0
 """aiohttp's own wait for handlers, past the grace period after which proxy.shutdown has already ended them."""
+RESTART_WINDOW_S = 10.0
+"""A worker that dies this soon after it started (a store that refuses, a port taken) is not restarted: all stop."""
 
 
-def serve(config: Config, ignored_variables: Sequence[str] = ()) -> None:
-    """Serve until SIGTERM/SIGINT; ``ignored_variables``: RUYI_* names in the environment that are not config."""
+def serve(config: Config, ignored_variables: Sequence[str] = ()) -> int:
+    """Serve until SIGTERM/SIGINT; ``ignored_variables``: RUYI_* names in the environment that are not config. With
+    ``server.workers`` > 1, as that many processes on one port (proxy/http/workers.py). Returns the exit status."""
     secrets = [k for k in (*config.auth.resolved_keys, config.auth.resolved_admin_key) if k]
     secrets += [r.key for r in (config.default_route, *config.routes) if r.key]
     configure_logging(config.logging.level, config.logging.format, secrets)
@@ -33,12 +40,20 @@ def serve(config: Config, ignored_variables: Sequence[str] = ()) -> None:
     Measurer.warm_up()
     ruleset()  # the redaction rules, compiled before the first request needs them
     _fit_file_limit(config.upstream.max_connections, log)
+    if config.server.workers > 1:  # loaded above, before the fork: the workers share those pages
+        return supervise(replace(config, store=replace(config.store, shared=True)), lambda c: run(c, log, reuse_port=True), log)
+    run(config, log)
+    return 0
+
+
+def run(config: Config, log: structlog.typing.FilteringBoundLogger, reuse_port: bool = False) -> None:
+    """One process serving the port (``reuse_port``: beside others on the same port)."""
     app = make_app(config, default_steps(config))
     gc.collect()
     gc.freeze()  # what start-up loaded (tokenizers, litellm's model map) is never garbage: full collections skip it
 
     async def serving(_: web.Application) -> None:  # after start-up opened the store (which may refuse)
-        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url)
+        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid())
         for warning in exposure_warnings(config):
             log.warning("serving_exposed", warning=warning)
 
@@ -48,6 +63,7 @@ def serve(config: Config, ignored_variables: Sequence[str] = ()) -> None:
         loop=_event_loop(),
         host=config.server.host,
         port=config.server.port,
+        reuse_port=reuse_port or None,
         shutdown_timeout=config.server.shutdown_grace_seconds + SHUTDOWN_BACKSTOP_S,  # Shutdown ends requests at the grace
         handler_cancellation=True,
         access_log=None,
@@ -75,3 +91,72 @@ def _fit_file_limit(max_connections: int, log: structlog.typing.FilteringBoundLo
         resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
         if new < need:
             log.warning("file_limit_low", open_files=new, needed=need, hint="lower upstream.max_connections or raise `ulimit -n`")
+
+
+def supervise(config: Config, run_one: Callable[[Config], None], log: structlog.typing.FilteringBoundLogger) -> int:
+    """``server.workers`` processes serving one port (each binds it with SO_REUSEPORT; the kernel spreads connections
+    over them), forked from this one, which only watches: SIGTERM/SIGINT go on to every worker (each drains as one
+    process does); a worker that dies is started again, unless it died at start-up (then all stop, status 1)."""
+    workers: dict[int, float] = {}
+    stopping = False
+
+    def start() -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: its own event loop, threads and store connections, made after the fork
+            status = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the supervisor alone, which passes it on once
+                _end_with_parent()
+                run_one(config)
+            except (KeyboardInterrupt, web.GracefulExit):  # a second signal while draining
+                pass
+            except BaseException:  # noqa: BLE001 - the worker's end, whatever it was, is its exit status
+                log.exception("worker_failed", pid=os.getpid())
+                status = 1
+            os._exit(status)
+        workers[pid] = time.monotonic()
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(workers):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:  # exited meanwhile: os.wait collects it
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for _ in range(config.server.workers):
+        start()
+    log.info("workers_started", workers=config.server.workers, pids=sorted(workers), port=config.server.port)
+    failed = False
+    while workers:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        started = workers.pop(pid, None)
+        if started is None or stopping:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        log.warning("worker_exited", pid=pid, status=code)
+        if time.monotonic() - started < RESTART_WINDOW_S and code != -signal.SIGKILL:
+            failed = stopping = True  # it could not start: the others are stopped too
+            forward(signal.SIGTERM, None)
+            continue
+        start()
+    log.info("workers_stopped")
+    return 1 if failed else 0
+
+
+def _end_with_parent() -> None:
+    """Linux: this worker gets SIGTERM when its supervisor dies (even by SIGKILL), so no worker outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # another system: a supervisor killed outright leaves its workers running
+        pass

@@ -9,7 +9,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from memory.anchors.anchor import AnchorError
@@ -19,6 +18,8 @@ from memory.cards.workspace import AgentWorkspace
 from memory.notebook.render import injected, markdown
 from memory.notebook.sections import ENGLISH, SECTIONS, NotebookError
 from memory.notebook.sqlite_notebook import Notebook
+from memory.store.backend import open_database, open_store
+from memory.store.base import StoreOptions
 from proxy.keep.keeper import Keeper, NotebookOptions
 from summaries.llm import LLMSummarizer, SummarizerOptions
 
@@ -41,11 +42,12 @@ def _notebook(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
 class Local:
     """The store's file itself (safe while Ruyi runs: each change one transaction; the server sees it on its next read)."""
 
-    def __init__(self, path: Path | None, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions,
+    def __init__(self, store: StoreOptions, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions,
                  session: str | None = None, workspaces: Callable[[str], AgentWorkspace] | None = None) -> None:
-        self.keeper = Keeper(path, notebook, LLMSummarizer(summarizer) if summarizer.model else None, workspaces=workspaces)
+        self.keeper = Keeper(open_database(store), notebook, LLMSummarizer(summarizer) if summarizer.model else None,
+                             workspaces=workspaces)
         self.agent = agent
-        self.path = path
+        self.store = store
         self.child = self._child(session) if session is not None else None
         """The sub-agent session whose own notebook ``memo`` acts on (None: the agent's)."""
 
@@ -54,10 +56,8 @@ class Local:
         sessions (the agent's notebook); an unknown session is refused, as the API refuses it."""
         if self.keeper.sessions.snapshot(self.agent, session) is not None:
             return session
-        from memory.store.sqlite_store import SQLiteStore
-
-        if self.path is not None:
-            store = SQLiteStore(self.path)
+        store = open_store(self.store)
+        if store is not None:
             try:
                 known = store.load_session(self.agent, session) is not None
             finally:
@@ -118,11 +118,9 @@ class Local:
         """A session's form from the store's file: its record and reports beside what the agent's memory holds."""
         from memory.forms.refine import basis
         from memory.forms.render import build
-        from memory.store.sqlite_store import SQLiteStore
-
-        if self.path is None:
+        store = open_store(self.store)
+        if store is None:
             raise CommandError("store.backend is memory: no session outlives its Ruyi (use --server)")
-        store = SQLiteStore(self.path)
         try:
             stored = store.load_session(self.agent, session_id)
             reports = store.reports(self.agent, session_id, 1000) if stored is not None else []

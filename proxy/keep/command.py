@@ -7,7 +7,6 @@ import functools
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from config.load import load_config
@@ -91,10 +90,9 @@ def open_target(args: argparse.Namespace) -> Local | Remote:
     if args.server:
         return Remote(args.server, args.agent, key, session)
     config = load_config(args.config, os.environ)
-    path = Path(config.store.data_dir) / "ruyi.db" if config.store.backend == "sqlite" else None
     from memory.cards.workspace import for_agent
 
-    return Local(path, args.agent or "default", config.notebook, config.summarizer, session, functools.partial(for_agent, config))
+    return Local(config.store, args.agent or "default", config.notebook, config.summarizer, session, functools.partial(for_agent, config))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
 if TYPE_CHECKING:
+    from memory.store.base import KeeperDatabase
     from proxy.context import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -71,10 +72,10 @@ class NotebookOptions:
 class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
-    def __init__(self, path: Path | None, options: NotebookOptions, summarizer: LLMSummarizer | None, busy_timeout_ms: int = 5000,
-                 run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time,
+    def __init__(self, path: Path | KeeperDatabase | None, options: NotebookOptions, summarizer: LLMSummarizer | None,
+                 busy_timeout_ms: int = 5000, run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time,
                  workspaces: Callable[[str], AgentWorkspace] | None = None, shelf: Shelf | None = None) -> None:
-        self.db = Database(path, busy_timeout_ms)
+        self.db = path if path is not None and not isinstance(path, Path) else Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
         self.anchors = AnchorBook(self.db, clock, redact)

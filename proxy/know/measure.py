@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +13,13 @@ import aiohttp
 import structlog
 
 from config.schema import Config
-from memory.chain import Fingerprinter
+from memory.chain import Fingerprinter, MessageChain
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.session import How, Session
+from memory.chain_index import NeedsStore
+from memory.session import How, Resolution, Session
 from memory.sessions import SessionRegistry
+from memory.shared import Relocate, SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
@@ -28,7 +31,7 @@ from proxy.know.server_window import ServerWindows
 from proxy.know.tiers import Tier, tier_for
 from proxy.know.tokens import TokenCounter
 from proxy.know.window import Budget, OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
-from proxy.offload import Offload, Turn
+from proxy.offload import TURN_WAIT_S, Offload, Turn
 from proxy.routes import upstream_url
 
 log = structlog.get_logger(__name__)
@@ -37,6 +40,8 @@ OLLAMA_API = {"ollama_chat": "chat", "ollama_generate": "generate", "openai_chat
 CONTEXT_1M = 1_000_000
 """The window ``anthropic-beta: context-1m-…`` opens on the Claude models that offer it."""
 SHOW_TIMEOUT = aiohttp.ClientTimeout(total=5)
+RELOCATE_TRIES = 8
+"""With replicas, how often a request follows a session whose tip another process moved before it gives up (fail open)."""
 
 
 @dataclass
@@ -121,8 +126,11 @@ class Measurer:
         self.counter = TokenCounter(config.tokens)
         self.calibration = Calibration(config.calibration)
         soon = (lambda: writer.flush_soon(self.sessions.flush)) if writer is not None else None  # many requests, one commit
-        registry = SessionRegistry(config.sessions, store=store, queue=writer.put if writer is not None else None,
-                                   reports_max=config.pruning.reports_kept, unsaved_max=config.store.unsaved_max, soon=soon)
+        self.shared = store is not None and config.store.shared
+        """Replicas share the store: each request resolves from the store, under its session's lock (memory/shared.py)."""
+        kind = SharedRegistry if self.shared else SessionRegistry
+        registry = kind(config.sessions, store=store, queue=writer.put if writer is not None else None,
+                        reports_max=config.pruning.reports_kept, unsaved_max=config.store.unsaved_max, soon=soon)
         self.sessions: SessionRegistry = SerializedRegistry(registry, lock)  # type: ignore[assignment]
         if store is not None:
             self.calibration.restore(store.ratios())
@@ -200,9 +208,12 @@ class Measurer:
         msgs = messages if messages is not None else generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
-        with self.sessions.lock:  # type: ignore[attr-defined]
-            resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
-            turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
+        if self.shared:
+            resolution, turn = self._resolve_shared(agent_id, chain, session_header(headers), stored)
+        else:
+            with self.sessions.lock:  # type: ignore[attr-defined]
+                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
+                turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
         try:
             exact = context_tokens(body) if messages is None else 0  # model tokens already: not calibrated
             scale = self.calibration.ratio(model)
@@ -228,6 +239,66 @@ class Measurer:
         except BaseException:
             turn.end()  # the session's next request must not wait for one that never rewrites
             raise
+
+    def _resolve_shared(self, agent_id: str, chain: MessageChain, header: str | None, stored: bool) -> tuple[Resolution, Turn]:
+        """With replicas: the request's session resolved under its lock in the store (taken without the registry's
+        lock, which the holder may need), and its turn, which releases the lock when it ends (after the durable write)."""
+        if not stored:
+            raise NeedsStore(agent_id)
+        assert self.store is not None
+        registry, candidate = self.sessions, None
+        for _ in range(RELOCATE_TRIES):
+            if candidate is None:
+                candidate = registry.locate(agent_id, chain, header)  # type: ignore[attr-defined]
+            held = self.store.session_lock(agent_id, candidate) if candidate is not None else None
+            if held is not None and not held.acquire(TURN_WAIT_S):  # a holder stuck: go on, as a session's turn does
+                log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=candidate)
+                held = None
+            try:
+                with registry.lock:  # type: ignore[attr-defined]
+                    resolution = registry.resolve(agent_id, chain, header, locked=candidate)  # type: ignore[call-arg]
+                    turn = self.offload.turns.enter((agent_id, resolution.session.session_id))
+                    self.calibration.restore(self.store.ratios())  # what the other processes observed last
+            except BaseException as exc:
+                if held is not None:
+                    held.release()
+                if not isinstance(exc, Relocate):
+                    raise
+                candidate = exc.session_id  # another process moved a tip meanwhile: that session's lock instead
+                continue
+            if held is not None:
+                if resolution.session.session_id == candidate:
+                    turn.release = held.release  # held until the turn ends: after the rewrite and its durable write
+                else:
+                    held.release()  # a new session or a child: no other process knows it yet
+            return resolution, turn
+        raise RuntimeError(f"no stable session after {RELOCATE_TRIES} tries (replicas keep moving its tip)")
+
+    @contextmanager
+    def turn_of(self, agent_id: str, session_id: str) -> Iterator[None]:
+        """A new turn of a session (an overflow retry's), under its lock in the store when replicas share it."""
+        held = self.store.session_lock(agent_id, session_id) if self.shared and self.store is not None else None
+        if held is not None and not held.acquire(TURN_WAIT_S):
+            log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=session_id)
+            held = None
+        try:
+            with self.offload.turns.enter((agent_id, session_id)):
+                yield
+        finally:
+            if held is not None:
+                held.release()
+
+    def decide_in_turn(self, agent_id: str, session_id: str, decide: Callable[[Session], Mapping[str, Any]],
+                       clear_batch_retry: bool = False) -> bool:
+        """A person's action on a session (the archive API): ``decide(session)`` makes the decisions, written in the
+        session's turn; with replicas on the copy the store has now, under the session's lock. In a worker thread."""
+        with self.turn_of(agent_id, session_id):
+            if self.shared:
+                self.sessions.refresh(agent_id, session_id)  # type: ignore[attr-defined]
+            session = self.sessions.get(agent_id, session_id)
+            if session is None:
+                return False
+            return self.sessions.decide(agent_id, session_id, decide(session), {}, None, clear_batch_retry)
 
     def record(self, m: Measurement, model: str, tokens_after: int, forwarded: bool = True) -> None:
         """Remember what this request showed about its session (before it is forwarded); its num_ctx only
@@ -264,14 +335,26 @@ class Measurer:
         # Ollama leaves the KV-cached part out of what it reports, natively and over its /v1 alike
         partial = self.config.route_for(model).kind == "ollama"
         ratio = self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
-        if ratio is not None and self.writer is not None:
-            self.writer.put(ModelRatio(model, ratio))
+        if ratio is not None:
+            self._keep_ratio(ModelRatio(model, ratio))
         s = m.session
         self.sessions.record(s.agent_id, s.session_id, upstream_prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                              calibration=self.calibration.ratio(model))
         seen = {"upstream_prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
                 "server_cleared_tokens": cleared or None}
         return {k: v for k, v in seen.items() if v is not None}
+
+    def _keep_ratio(self, ratio: ModelRatio) -> None:
+        """Into the background queue; with replicas, written at once: the session's next request may reach another process."""
+        if self.shared and self.store is not None:
+            try:
+                with self.sessions.lock:  # type: ignore[attr-defined]
+                    self.store.write_background([ratio])
+                return
+            except Exception:  # noqa: BLE001 - calibration is best effort: queued instead
+                log.warning("calibration_write_failed", model=ratio.model, exc_info=True)
+        if self.writer is not None:
+            self.writer.put(ratio)
 
     def observe_count(self, model: str, estimate: int, reported: int | None) -> None:
         """Calibrate against a count the upstream made of a prompt (Anthropic's count_tokens)."""

@@ -29,7 +29,7 @@ async def _in_turn(request: web.Request, ctx: RequestContext, work: Callable[[],
         m = ctx.measurement
         if m is None:
             return work()
-        with measurer.offload.turns.enter((m.session.agent_id, m.session.session_id)):
+        with measurer.turn_of(m.session.agent_id, m.session.session_id):
             return work()
 
     return await measurer.offload.run(run)
@@ -242,7 +242,7 @@ async def observe_off_loop(request: web.Request, ctx: RequestContext) -> None:
     measurer = request.app[appkeys.MEASURER]
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
     large = ctx.longctx is not None and (request.content_length or 0) > request.app[appkeys.CONFIG].server.loop_rewrite_bytes
-    if not large and lock.acquire(blocking=False):
+    if not large and not measurer.shared and lock.acquire(blocking=False):  # replicas: written at once (store I/O)
         try:
             observe(request, ctx)
         finally:

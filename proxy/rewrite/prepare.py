@@ -61,7 +61,13 @@ def _prepare(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str,
              headers: Any, ollama: bool, window: Window) -> bytes:
     """In a worker thread: measure, then, in the session's turn, rewrite and record."""
     messages = dialect.to_canonical(body)
-    if not _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=True):
+    try:
+        measured = _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=True)
+    except BaseException:
+        if ctx.measurement is not None and ctx.measurement.turn is not None:
+            ctx.measurement.turn.end()  # the session's next request (and, with replicas, its lock) must not wait for this one
+        raise
+    if not measured:
         return raw
     return _rewrite_in_turn(app, dialect, raw, body, messages, ctx)
 
@@ -104,10 +110,10 @@ def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: d
     its body is at most ``server.loop_rewrite_bytes``, no other thread holds the session registry, its session
     resolves from memory and has no other request in flight, and nothing it decides needs a durable write. Returns
     the bytes to forward; or the rest to run in a worker, in the request's turn (already taken); or None when
-    nothing was done (all of it goes to a worker, as for a large body)."""
+    nothing was done (all of it goes to a worker, as for a large body; always with replicas: the store is asked)."""
     measurer = app[appkeys.MEASURER]
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
-    if len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes or not lock.acquire(blocking=False):
+    if measurer.shared or len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes or not lock.acquire(blocking=False):
         return None
     try:
         messages = dialect.to_canonical(body)

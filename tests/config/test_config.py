@@ -135,6 +135,13 @@ def test_keys_that_name_their_agent_never_print(tmp_path: Path) -> None:
     assert "agent-a" in shown and "env:K2" in shown
 
 
+def test_the_store_url_s_password_never_prints() -> None:
+    cfg = load_config(None, {"RUYI_STORE__BACKEND": "postgres", "RUYI_STORE__URL": "postgresql://ruyi:pg-pass-123@db:5432/ruyi"})
+    assert cfg.store.url == "postgresql://ruyi:pg-pass-123@db:5432/ruyi"
+    shown = effective_yaml(cfg)
+    assert "pg-pass-123" not in shown and "postgresql://ruyi:***@db:5432/ruyi" in shown
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "proxy.cli", *args], capture_output=True, text=True, timeout=60)
 

@@ -34,6 +34,16 @@ def test_anchors_on_the_store_directly(data_dir: Path, capsys: pytest.CaptureFix
     assert main(["anchors", "export", "--agent", "other"]) == 0 and "## [C001] Redact" in capsys.readouterr().out
 
 
+def test_anchors_and_memo_on_postgres_directly(pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("RUYI_STORE__BACKEND", "postgres")
+    monkeypatch.setenv("RUYI_STORE__URL", pg_url)
+    assert main(["anchors", "add", "--type", "D", "--title", "Use PostgreSQL", *FIELDS]) == 0
+    assert main(["memo", "add", "user", "prefers 中文"]) == 0
+    capsys.readouterr()
+    assert main(["anchors", "list"]) == 0 and "[D001] Use PostgreSQL" in capsys.readouterr().out
+    assert main(["memo", "show"]) == 0 and "prefers 中文" in capsys.readouterr().out
+
+
 def test_memo_on_the_store_directly(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memo", "add", "用户", "prefers short answers"]) == 0
     assert main(["memo", "set", "env", "fish shell", "Python 3.11"]) == 0

@@ -104,3 +104,42 @@ async def test_forgetting_without_a_store_empties_memory(make_proxy: MakeProxy) 
         assert removed["sessions"] == 1 and removed["refs"] > 0 and removed["reports"] == 2
         async with http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": "agent-a"}) as resp:
             assert (await resp.json())["sessions"] == []
+
+
+def rows_holding(url: str, text: str) -> dict[str, int]:
+    """Rows of every table of the store's schema whose text (bytea as hex) holds ``text``."""
+    import psycopg
+
+    found: dict[str, int] = {}
+    with psycopg.connect(url) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()]
+        for table in tables:
+            row = conn.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s OR t::text LIKE %s',  # type: ignore[call-overload]
+                               (f"%{text}%", f"%{text.encode().hex()}%")).fetchone()
+            if row[0]:
+                found[table] = row[0]
+    return found
+
+
+async def test_on_postgres_delete_and_ruyi_store_forget_leave_no_row_holding_it(make_proxy: MakeProxy, pg_url: str,
+                                                                                monkeypatch: Any) -> None:
+    store = {"backend": "postgres", "url": pg_url}
+    proxy = await make_proxy(store=store, **PRUNE)
+    async with aiohttp.ClientSession() as http:
+        gone = await replay(http, proxy, "PGFORGET-8812", "agent-a")
+        await replay(http, proxy, "PGKEEP-4471", "agent-a")
+        await replay(http, proxy, "PGAGENT-9090", "agent-c")
+        async with http.get(base_url(proxy) + f"/ruyi/v1/sessions/{gone}/report", headers={"X-Ruyi-Agent": "agent-a"}) as resp:
+            assert resp.status == 200
+        assert {"refs", "decisions"} <= set(rows_holding(pg_url, "PGFORGET-8812"))
+        async with http.delete(base_url(proxy) + f"/ruyi/v1/sessions/{gone}", headers={"X-Ruyi-Agent": "agent-a"}) as resp:
+            assert resp.status == 200
+            removed = (await resp.json())["removed"]
+        assert removed["sessions"] == 1 and removed["refs"] > 0 and removed["reports"] == 2
+    await proxy.close()
+    assert rows_holding(pg_url, "PGFORGET-8812") == {} and rows_holding(pg_url, "PGKEEP-4471")
+    monkeypatch.setenv("RUYI_STORE__BACKEND", "postgres")
+    monkeypatch.setenv("RUYI_STORE__URL", pg_url)
+    code, out = await ruyi("store", "forget", "--agent", "agent-c")
+    assert code == 0 and "1 sessions" in out, out
+    assert rows_holding(pg_url, "PGAGENT-9090") == {} and rows_holding(pg_url, "PGKEEP-4471")

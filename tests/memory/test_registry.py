@@ -1,4 +1,4 @@
-"""The registry over a real store: restarts resolve and rewrite exactly as an uninterrupted run; isolation; expiry."""
+"""The registry over a real store (SQLite and PostgreSQL): restarts resolve and rewrite exactly as an uninterrupted run; isolation; expiry."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import random
 import sqlite3
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from memory.chain import chain_of
 from memory.session import How, SessionOptions
 from memory.sessions import SessionRegistry
 from memory.store.sqlite_store import SQLiteStore
-from memory.store.base import Report
+from memory.store.base import Report, Store
 from proxy.replay.offline import OfflineRuyi
 from proxy.know.tokens import TokenCounter
 from tests.traces import load, requests_of, trace_files
@@ -26,11 +27,14 @@ CONFIG = load_config(None, {})
 WINDOW = 8000
 
 
-def durable(path: Path, **kw: Any) -> SessionRegistry:
-    return SessionRegistry(CONFIG.sessions, store=SQLiteStore(path), **kw)
+MakeStore = Callable[..., Store]
 
 
-def replay(requests: list[Messages], path: Path | None, restart_every: int = 0) -> list[str]:
+def durable(make_store: MakeStore, **kw: Any) -> SessionRegistry:
+    return SessionRegistry(CONFIG.sessions, store=make_store(), **kw)
+
+
+def replay(requests: list[Messages], make_store: MakeStore | None, restart_every: int = 0) -> list[str]:
     """Each request's forwarded messages (as JSON); with a store, flushed before 'forwarding', reopened
     (a new process: new registry and fingerprints; token counts are a pure cache, shared for speed)
     every `restart_every` requests."""
@@ -42,48 +46,48 @@ def replay(requests: list[Messages], path: Path | None, restart_every: int = 0) 
             if ruyi is not None and ruyi.sessions.store is not None:
                 ruyi.sessions.store.close()  # no flush: what was flushed before forwarding is all there is
             ruyi = OfflineRuyi(CONFIG, "gpt-4o", WINDOW, counter)
-            if path is not None:
-                ruyi.sessions = durable(path)
+            if make_store is not None:
+                ruyi.sessions = durable(make_store)
         out.append(json.dumps(ruyi(request)))
         ruyi.sessions.flush()
     return out
 
 
 @pytest.mark.parametrize("trace", trace_files()[:4], ids=lambda p: p.name[:40])
-def test_restarts_rewrite_byte_for_byte_like_an_uninterrupted_run(trace: Path, tmp_path: Path) -> None:
+def test_restarts_rewrite_byte_for_byte_like_an_uninterrupted_run(trace: Path, make_store: MakeStore) -> None:
     requests = requests_of(load(trace)["messages"])
     expected = replay(requests, None)
-    assert replay(requests, tmp_path / "every5.db", restart_every=5) == expected
+    assert replay(requests, lambda: make_store("every5"), restart_every=5) == expected
     if len(requests) < 50:
-        assert replay(requests, tmp_path / "every1.db", restart_every=1) == expected
+        assert replay(requests, lambda: make_store("every1"), restart_every=1) == expected
     assert any("[ruyi:" in forwarded or "<ruyi-archive" in forwarded for forwarded in expected), "the trace exercises sticky decisions"
 
 
-def test_a_child_after_a_restart_inherits_decisions_and_refs(tmp_path: Path) -> None:
+def test_a_child_after_a_restart_inherits_decisions_and_refs(make_store: MakeStore) -> None:
     trace = load(trace_files()[0])["messages"]
-    registry = durable(tmp_path / "r.db")
+    registry = durable(make_store)
     parent = [registry.resolve("a", chain_of(r)) for r in requests_of(trace[:30])][-1].session
     links = parent.links
     decision = [{"target": "content", "new_text": "[gone]", "ref_id": "r1", "strategy": "dedup", "tokens_saved": 9}]
     registry.record("a", parent.session_id, decisions={links[3]: decision, links[20]: decision}, refs={"r1": "the original"})
     assert registry.flush()
     registry.store.close()  # type: ignore[union-attr]
-    again = durable(tmp_path / "r.db")
+    again = durable(make_store)
     rewound = trace[:10] + [{"role": "assistant", "content": "Let me try another way."}, {"role": "user", "content": "go on"}]
     child = again.resolve("a", chain_of(rewound))
     assert (child.how, child.shared, child.session.parent_id) == (How.CHILD, 10, parent.session_id)
     assert child.session.decisions == {links[3]: decision}
     again.flush()
     again.store.close()  # type: ignore[union-attr]
-    third = durable(tmp_path / "r.db")
+    third = durable(make_store)
     assert third.get("a", child.session.session_id).decisions == {links[3]: decision}  # type: ignore[union-attr]
     assert third.find_ref("a", "r1") == "the original"
     assert third.resolve("a", chain_of(trace[:32])).session.session_id == parent.session_id
 
 
-def test_sessions_dropped_from_memory_are_read_back(tmp_path: Path) -> None:
+def test_sessions_dropped_from_memory_are_read_back(make_store: MakeStore) -> None:
     trace = load(trace_files()[0])["messages"]
-    registry = SessionRegistry(SessionOptions(max=2), store=SQLiteStore(tmp_path / "r.db"))
+    registry = SessionRegistry(SessionOptions(max=2), store=make_store())
     first = registry.resolve("a", chain_of(trace[:5]))
     for i in range(3):
         registry.resolve("a", chain_of([{"role": "user", "content": f"task {i}"}]))
@@ -93,14 +97,14 @@ def test_sessions_dropped_from_memory_are_read_back(tmp_path: Path) -> None:
     assert len(registry.list("a")) == 4
 
 
-def test_agents_never_see_each_other_in_the_store(tmp_path: Path) -> None:
+def test_agents_never_see_each_other_in_the_store(make_store: MakeStore) -> None:
     trace = load(trace_files()[0])["messages"]
-    registry = durable(tmp_path / "r.db")
+    registry = durable(make_store)
     a = registry.resolve("alice", chain_of(trace[:10])).session
     registry.record("alice", a.session_id, refs={"ref-a": "alice's original"})
     registry.flush()
     registry.store.close()  # type: ignore[union-attr]
-    bob = durable(tmp_path / "r.db")
+    bob = durable(make_store)
     assert bob.get("bob", a.session_id) is None and bob.list("bob") == [] and bob.find_ref("bob", "ref-a") is None
     assert bob.resolve("bob", chain_of(trace[:12])).how == How.NEW  # alice's chain index is not bob's
     mine = bob.resolve("bob", chain_of(trace[:3]), session_id=a.session_id).session  # the same id, bob's own session
@@ -108,9 +112,9 @@ def test_agents_never_see_each_other_in_the_store(tmp_path: Path) -> None:
     assert bob.find_ref("alice", "ref-a") == "alice's original"
 
 
-def test_sessions_and_refs_expire_after_ttl(tmp_path: Path) -> None:
+def test_sessions_and_refs_expire_after_ttl(make_store: MakeStore) -> None:
     now = [1_000_000.0]
-    registry = SessionRegistry(SessionOptions(ttl_days=14), clock=lambda: now[0], store=SQLiteStore(tmp_path / "r.db"))
+    registry = SessionRegistry(SessionOptions(ttl_days=14), clock=lambda: now[0], store=make_store())
     old = registry.resolve("a", chain_of([{"role": "user", "content": "old task"}])).session
     registry.record("a", old.session_id, refs={"old-ref": "x"})
     now[0] += 10 * 86400
@@ -124,6 +128,7 @@ def test_sessions_and_refs_expire_after_ttl(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_fails_open_and_is_retried(tmp_path: Path) -> None:
+    """SQLite: another process holding the write lock (PostgreSQL has no such lock: its writers do not wait for each other)."""
     path = tmp_path / "r.db"
     registry = SessionRegistry(store=SQLiteStore(path, busy_timeout_ms=0))
     s = registry.resolve("a", chain_of([{"role": "user", "content": "task"}])).session
@@ -135,9 +140,9 @@ def test_a_failed_write_fails_open_and_is_retried(tmp_path: Path) -> None:
     assert SQLiteStore(path).load_session("a", s.session_id) is not None
 
 
-def test_reports_and_usage_go_to_the_queue(tmp_path: Path) -> None:
+def test_reports_and_usage_go_to_the_queue(make_store: MakeStore) -> None:
     queued: list[Any] = []
-    registry = SessionRegistry(store=SQLiteStore(tmp_path / "r.db"), queue=queued.append)
+    registry = SessionRegistry(store=make_store(), queue=queued.append)
     s = registry.resolve("a", chain_of([{"role": "user", "content": "task"}])).session
     registry.flush()
     registry.record("a", s.session_id, upstream_prompt_tokens=10, cached_tokens=5, calibration=1.1)
@@ -148,28 +153,27 @@ def test_reports_and_usage_go_to_the_queue(tmp_path: Path) -> None:
     assert [q.key for q in queued if isinstance(q, Report)] == ["r1", "r1/retry"]
 
 
-def test_decisions_are_copies_in_memory_and_equal_after_reload(tmp_path: Path) -> None:
-    registry = durable(tmp_path / "r.db")
+def test_decisions_are_copies_in_memory_and_equal_after_reload(make_store: MakeStore) -> None:
+    registry = durable(make_store)
     s = registry.resolve("a", chain_of([{"role": "user", "content": "task \ud800 with a lone surrogate"}])).session
     decision = [{"target": "content", "new_text": "caf\u00e9 \ud83d", "ref_id": "r", "strategy": "s", "tokens_saved": 3}]
     registry.record("a", s.session_id, decisions={s.links[0]: copy.deepcopy(decision)}, refs={"r": "orig \udc80"})
     registry.flush()
     registry.store.close()  # type: ignore[union-attr]
-    again = durable(tmp_path / "r.db")
+    again = durable(make_store)
     assert again.get("a", s.session_id).decisions == {s.links[0]: decision}  # type: ignore[union-attr]
     assert again.find_ref("a", "r") == "orig \udc80"
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_histories_resolve_alike_with_restarts_and_a_tiny_cache(tmp_path: Path, seed: int) -> None:
+def test_random_histories_resolve_alike_with_restarts_and_a_tiny_cache(seed: int, make_store: MakeStore) -> None:
     """Continuations, rewinds, rewritten histories, explicit session ids, two agents: a registry over the
     store that restarts at random and keeps 3 sessions in memory answers exactly as one that never forgets."""
     rng = random.Random(seed)
     threads = [[{"role": "system", "content": "sys"}, {"role": "user", "content": f"task {t}"}]
                + [{"role": "assistant" if i % 2 == 0 else "user", "content": f"t{t} m{i}"} for i in range(30)] for t in range(3)]
     reference = SessionRegistry(SessionOptions(max=10_000))
-    path = tmp_path / "r.db"
-    durable_one = SessionRegistry(SessionOptions(max=3), store=SQLiteStore(path))
+    durable_one = SessionRegistry(SessionOptions(max=3), store=make_store())
     same: dict[str, str] = {}  # reference session id → durable session id
     for step in range(120):
         agent = rng.choice(["a", "b"])
@@ -192,26 +196,26 @@ def test_random_histories_resolve_alike_with_restarts_and_a_tiny_cache(tmp_path:
         durable_one.flush()
         if rng.random() < 0.1:
             durable_one.store.close()  # type: ignore[union-attr]
-            durable_one = SessionRegistry(SessionOptions(max=3), store=SQLiteStore(path))
+            durable_one = SessionRegistry(SessionOptions(max=3), store=make_store())
 
 
-def test_a_session_read_back_does_not_reclaim_a_tip_it_lost(tmp_path: Path) -> None:
+def test_a_session_read_back_does_not_reclaim_a_tip_it_lost(make_store: MakeStore) -> None:
     messages = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
-    registry = durable(tmp_path / "r.db")
+    registry = durable(make_store)
     by_chain = registry.resolve("a", chain_of(messages)).session
     by_header = registry.resolve("a", chain_of(messages), session_id="h1").session  # the same messages: it takes the tip
     registry.flush()
     registry.store.close()  # type: ignore[union-attr]
-    again = durable(tmp_path / "r.db")
+    again = durable(make_store)
     assert again.get("a", by_chain.session_id) is not None  # read back first (an admin call, say)
     more = again.resolve("a", chain_of([*messages, {"role": "user", "content": "go on"}]))
     assert (more.how, more.session.session_id) == (How.CONTINUED, by_header.session_id)
 
 
 @pytest.mark.parametrize("with_store", [False, True])
-def test_an_expired_session_is_never_resumed_even_before_a_sweep(tmp_path: Path, with_store: bool) -> None:
+def test_an_expired_session_is_never_resumed_even_before_a_sweep(make_store: MakeStore, with_store: bool) -> None:
     now = [1_000_000.0]
-    store = SQLiteStore(tmp_path / "r.db") if with_store else None
+    store = make_store() if with_store else None
     registry = SessionRegistry(SessionOptions(ttl_days=14), clock=lambda: now[0], store=store)
     task = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
     old = registry.resolve("a", chain_of(task)).session
@@ -223,7 +227,7 @@ def test_an_expired_session_is_never_resumed_even_before_a_sweep(tmp_path: Path,
     assert [s.session_id for s in registry.list("a")] == [again.session.session_id]
 
 
-def test_memory_only_resolution_knows_when_the_store_could_know_more(tmp_path: Path) -> None:
+def test_memory_only_resolution_knows_when_the_store_could_know_more(make_store: MakeStore) -> None:
     """An agent first seen with nothing stored has a whole memory index: its sessions resolve without the store
     (``stored=False``, what the loop may do). After a restart, or once a session of it left memory, the store may
     know more: a memory-only resolve says so (NeedsStore) before changing anything, and the store's answer wins."""
@@ -231,14 +235,14 @@ def test_memory_only_resolution_knows_when_the_store_could_know_more(tmp_path: P
 
     task = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
     more = [*task, {"role": "user", "content": "and then?"}]
-    registry = SessionRegistry(SessionOptions(max=2), store=SQLiteStore(tmp_path / "r.db"))
+    registry = SessionRegistry(SessionOptions(max=2), store=make_store())
     with pytest.raises(NeedsStore):
         registry.resolve("a", chain_of(task), stored=False)  # an agent never seen: is anything of it stored?
     first = registry.resolve("a", chain_of(task))
     assert registry.resolve("a", chain_of(more), stored=False).session is first.session  # a new message, no store read
     assert registry.flush()
 
-    restarted = SessionRegistry(SessionOptions(max=2), store=SQLiteStore(tmp_path / "r.db"))
+    restarted = SessionRegistry(SessionOptions(max=2), store=make_store())
     restarted.resolve("a", chain_of([{"role": "user", "content": "another task"}]))  # the agent, seen again
     with pytest.raises(NeedsStore):
         restarted.resolve("a", chain_of([*more, {"role": "assistant", "content": "done"}]), stored=False)

@@ -1,8 +1,9 @@
-"""Expiry: the app sweeps at start-up (then daily) in small steps; the config names data_dir, ttl and interval."""
+"""Expiry (on both backends): the app sweeps at start-up (then daily) in small steps; the config names data_dir, ttl and interval."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,18 +15,19 @@ from memory.chain import chain_of
 from memory.serialized import SerializedRegistry
 from memory.session import SessionOptions
 from memory.sessions import SessionRegistry
+from memory.store.base import Store, StoreOptions
 from memory.store.sqlite_store import SQLiteStore
 from memory.sweep import CHUNK, sweep
 from tests.conftest import MakeProxy
 from tests.memory.ruyi_process import wait_for
 
 
-def old_sessions(path: Path, n: int, days_ago: float) -> list[str]:
+def old_sessions(store: Store, n: int, days_ago: float) -> list[str]:
     """`n` sessions last seen `days_ago` days ago (each with a ref)."""
     import time
 
     when = time.time() - days_ago * 86400
-    registry = SessionRegistry(SessionOptions(), clock=lambda: when, store=SQLiteStore(path))
+    registry = SessionRegistry(SessionOptions(), clock=lambda: when, store=store)
     ids = []
     for i in range(n):
         s = registry.resolve("a", chain_of([{"role": "user", "content": f"task {i}, {days_ago} days ago"}])).session
@@ -36,20 +38,19 @@ def old_sessions(path: Path, n: int, days_ago: float) -> list[str]:
     return ids
 
 
-def test_sweep_removes_everything_expired_in_chunks(tmp_path: Path) -> None:
-    path = tmp_path / "ruyi.db"
-    old_sessions(path, CHUNK + 30, days_ago=20)
-    fresh = old_sessions(path, 3, days_ago=1)
-    registry = SessionRegistry(SessionOptions(ttl_days=14), store=SQLiteStore(path))
+def test_sweep_removes_everything_expired_in_chunks(make_store: Callable[[], Store]) -> None:
+    old_sessions(make_store(), CHUNK + 30, days_ago=20)
+    fresh = old_sessions(make_store(), 3, days_ago=1)
+    registry = SessionRegistry(SessionOptions(ttl_days=14), store=make_store())
     assert sweep(SerializedRegistry(registry)) == CHUNK + 30
     assert {s.session_id for s in registry.list("a")} == set(fresh)
 
 
-async def test_the_app_sweeps_at_start_up(make_proxy: MakeProxy, data_dir: Path) -> None:
-    gone = old_sessions(data_dir / "ruyi.db", 2, days_ago=30)
-    kept = old_sessions(data_dir / "ruyi.db", 1, days_ago=2)
-    proxy: TestServer = await make_proxy()
-    reader = SQLiteStore(data_dir / "ruyi.db")
+async def test_the_app_sweeps_at_start_up(make_proxy: MakeProxy, make_store: Callable[[], Store], store_options: StoreOptions) -> None:
+    gone = old_sessions(make_store(), 2, days_ago=30)
+    kept = old_sessions(make_store(), 1, days_ago=2)
+    proxy: TestServer = await make_proxy(store={"backend": store_options.backend, "url": store_options.url, "data_dir": store_options.data_dir})
+    reader = make_store()
     await wait_for(lambda: reader.session_ids("a") == kept, "the start-up sweep")
     assert all(reader.load_session("a", sid) is None for sid in gone) and reader.find_ref("a", "r30-0") is None and reader.find_ref("a", "r2-0")
     reader.close()

@@ -1,23 +1,25 @@
-"""An agent's anchors in a real SQLite file: numbering per agent and type, patches, capture once, isolation."""
+"""An agent's anchors in a real SQLite file and in PostgreSQL: numbering per agent and type, patches, capture once, isolation."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import threading
 
 import pytest
 
 from memory.anchors.anchor import AnchorError
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
-from memory.store.sqlite_database import Database
+from memory.store.backend import open_database
+from memory.store.base import KeeperDatabase, StoreOptions
 
 FIELDS = {"alternatives": "Postgres", "why": "nothing to install", "impact": "memory/store", "verification": "pytest",
           "rollback": "store.backend: memory"}
 
 
 @pytest.fixture
-def book(tmp_path: Path) -> AnchorBook:
-    return AnchorBook(Database(tmp_path / "ruyi.db"))
+def book(keeper_database: KeeperDatabase) -> AnchorBook:
+    """On both backends (SQLite, PostgreSQL)."""
+    return AnchorBook(keeper_database)
 
 
 def test_ids_are_numbered_per_agent_and_type(book: AnchorBook) -> None:
@@ -62,3 +64,31 @@ def test_a_stated_id_taken_by_another_anchor_gets_the_next_number(book: AnchorBo
     assert book.capture("a", None, definitions("[D001] Use SQLite")) == []  # a restatement
     [other] = book.capture("a", None, definitions("[D001] Use Postgres"))
     assert other.anchor_id == "D002" and other.fields["stated_as"] == "D001"
+
+
+def test_two_replicas_capturing_the_same_lines_at_once_make_each_anchor_once(book: AnchorBook, store_options: StoreOptions) -> None:
+    """Each on its own connection (two processes): changes are serialized, so a line is captured once and numbers stay unique."""
+    other = AnchorBook(open_database(store_options))
+    text = "\n".join(f"[D{n:03d}] Decision number {n} — why: reason {n}" for n in range(1, 13))
+    made: list[list[str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def capture(on: AnchorBook, extra: int) -> None:
+        try:
+            start.wait()
+            made.append([a.anchor_id for a in on.capture("a", "s", definitions(text))])
+            made.append([on.create("a", {"type": "D", "title": f"Made by hand {extra}", "fields": FIELDS}).anchor_id])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=capture, args=(on, i)) for i, on in enumerate((book, other, book, other))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    other.db.close()
+    assert errors == []
+    ids = [i for batch in made for i in batch]
+    assert len(ids) == len(set(ids)) == 12 + 4
+    assert sorted(a.anchor_id for a in book.list("a")) == [f"D{n:03d}" for n in range(1, 17)]

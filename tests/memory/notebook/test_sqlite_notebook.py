@@ -1,19 +1,18 @@
-"""The notebook in a real SQLite file: versions, limits, pending compaction, proposals, rollback, isolation."""
+"""The notebook in a real SQLite file and in PostgreSQL: versions, limits, pending compaction, proposals, rollback, isolation."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from memory.notebook.sections import NotebookError
 from memory.notebook.sqlite_notebook import NotebookStore
-from memory.store.sqlite_database import Database
+from memory.store.base import KeeperDatabase
 
 
 @pytest.fixture
-def notes(tmp_path: Path) -> NotebookStore:
-    return NotebookStore(Database(tmp_path / "ruyi.db"))
+def notes(keeper_database: KeeperDatabase) -> NotebookStore:
+    """On both backends (SQLite, PostgreSQL)."""
+    return NotebookStore(keeper_database)
 
 
 def test_every_change_is_a_new_version(notes: NotebookStore) -> None:

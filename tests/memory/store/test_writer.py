@@ -1,22 +1,21 @@
-"""The background queue: batches, drains on close, drops (and counts) past its bound, never raises."""
+"""The background queue (on both backends): batches, drains on close, drops (and counts) past its bound, never raises."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
-from memory.store.sqlite_store import SQLiteStore
-from memory.store.base import Audit, Changes, SessionRecord
+from memory.store.base import Audit, Changes, SessionRecord, Store
 from memory.store.writer import Writer
 
 
-def store_with_session(path: Path) -> SQLiteStore:
-    store = SQLiteStore(path)
+def store_with_session(make_store: Callable[[], Store]) -> Store:
+    store = make_store()
     store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
     return store
 
 
-async def test_queued_records_are_written_and_a_replay_is_written_once(tmp_path: Path) -> None:
-    store = store_with_session(tmp_path / "ruyi.db")
+async def test_queued_records_are_written_and_a_replay_is_written_once(make_store: Callable[[], Store]) -> None:
+    store = store_with_session(make_store)
     writer = Writer(store)
     writer.start()
     for i in range(1200):  # more than one batch
@@ -29,8 +28,8 @@ async def test_queued_records_are_written_and_a_replay_is_written_once(tmp_path:
     assert (writer.written, writer.dropped, writer.failed, writer.pending) == (1201, 0, 0, 0)
 
 
-async def test_close_writes_what_is_still_queued(tmp_path: Path) -> None:
-    store = store_with_session(tmp_path / "ruyi.db")
+async def test_close_writes_what_is_still_queued(make_store: Callable[[], Store]) -> None:
+    store = store_with_session(make_store)
     writer = Writer(store)
     writer.start()
     for i in range(10):
@@ -39,8 +38,8 @@ async def test_close_writes_what_is_still_queued(tmp_path: Path) -> None:
     assert len(store.audit("a", "s")) == 10
 
 
-async def test_a_full_queue_drops_and_counts(tmp_path: Path) -> None:
-    store = store_with_session(tmp_path / "ruyi.db")
+async def test_a_full_queue_drops_and_counts(make_store: Callable[[], Store]) -> None:
+    store = store_with_session(make_store)
     writer = Writer(store, max_items=5)  # not started: nothing is written meanwhile
     for i in range(8):
         writer.put(Audit("a", "s", f"r{i}", {}))
@@ -49,8 +48,8 @@ async def test_a_full_queue_drops_and_counts(tmp_path: Path) -> None:
     assert len(store.audit("a", "s")) == 5
 
 
-async def test_a_failing_write_is_counted_never_raised(tmp_path: Path) -> None:
-    store = store_with_session(tmp_path / "ruyi.db")
+async def test_a_failing_write_is_counted_never_raised(make_store: Callable[[], Store]) -> None:
+    store = store_with_session(make_store)
     writer = Writer(store)
     writer.start()
     store.close()

@@ -1,9 +1,11 @@
-"""The SQLite backend: schema versions, WAL, idempotent background records, expiry; SQL stays in the backend."""
+"""The store on both backends (SQLite, PostgreSQL): chain index, idempotent background records, expiry, redaction; SQLite's
+schema versions and WAL; SQL stays in the backends."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from memory.store.backend import open_store
 from memory.store.sqlite_schema import LATEST
 from memory.store.sqlite_store import SQLiteStore
 from memory.store.base import (
+    Store,
     Audit,
     ChainUpdate,
     Changes,
@@ -24,9 +27,10 @@ from memory.store.base import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
+MakeStore = Callable[[], Store]
 
 
-def a_session(store: SQLiteStore, agent: str = "a", sid: str = "s1", last_seen: float = 100.0) -> None:
+def a_session(store: Store, agent: str = "a", sid: str = "s1", last_seen: float = 100.0) -> None:
     links = ("l0", "l1", "l2")
     store.write(Changes(
         sessions=[SessionRecord(agent, sid, created_at=1.0, last_seen=last_seen, requests=1)],
@@ -73,8 +77,8 @@ def test_the_memory_backend_keeps_nothing(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-def test_chain_index_and_chain_updates(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "ruyi.db")
+def test_chain_index_and_chain_updates(make_store: MakeStore) -> None:
+    store = make_store()
     a_session(store)
     assert store.find_tips("a", ["l0", "l1", "l2", "zz"]) == {"l2": "s1"}
     assert store.find_links("a", ["l0", "zz"]) == {"l0": "s1"}
@@ -83,10 +87,14 @@ def test_chain_index_and_chain_updates(tmp_path: Path) -> None:
     stored = store.load_session("a", "s1")
     assert stored is not None and stored.links == ("l0", "m1") and stored.is_tip
     assert store.find_tips("a", ["l2", "m1"]) == {"m1": "s1"}
+    store.write(Changes(tips=[("a", "m1", None)]))
+    stored = store.load_session("a", "s1")
+    assert stored is not None and not stored.is_tip and stored.decisions == {"l1": [{"ref_id": "r1", "new_text": "[ruyi: gone]"}]}
+    assert store.load_session("a", "nope") is None and store.load_session("b", "s1") is None
 
 
-def test_background_records_are_written_once(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "ruyi.db")
+def test_background_records_are_written_once(make_store: MakeStore) -> None:
+    store = make_store()
     a_session(store)
     report = Report("a", "s1", "req-1", {"batch": "none"}, keep=3)
     audit = Audit("a", "s1", "req-1", {"est_before": 10})
@@ -102,8 +110,8 @@ def test_background_records_are_written_once(tmp_path: Path) -> None:
     assert store.ratios() == [("gpt-4o", 1.25)]
 
 
-def test_expire_removes_a_session_with_everything_it_owns(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "ruyi.db")
+def test_expire_removes_a_session_with_everything_it_owns(make_store: MakeStore) -> None:
+    store = make_store()
     a_session(store, sid="old", last_seen=100.0)
     a_session(store, sid="new", last_seen=900.0)
     store.write_background([Report("a", "old", "k", {}), Audit("a", "old", "k", {})])
@@ -115,19 +123,19 @@ def test_expire_removes_a_session_with_everything_it_owns(tmp_path: Path) -> Non
 
 
 def test_no_sql_and_no_sqlite_outside_the_backend() -> None:
-    """SQL lives in the store's ``sqlite_*`` modules only (the memory rooms' own tables included)."""
+    """SQL lives in the store's ``sqlite_*`` and ``pg_*`` modules only (the memory rooms' own tables included)."""
     sql = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE TABLE|PRAGMA)\b [a-z*(]|import sqlite3|sqlite3\.")
     offenders = [
         str(path.relative_to(ROOT))
         for folder in ("memory", "proxy", "config", "strategies")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if not (path.parent.parent.name == "memory" and path.name.startswith("sqlite_")) and sql.search(path.read_text())
+        if not (path.parent.parent.name == "memory" and path.name.startswith(("sqlite_", "pg_"))) and sql.search(path.read_text())
     ]
     assert offenders == []
 
 
-def test_reports_and_audit_records_are_redacted_when_written(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "ruyi.db")
+def test_reports_and_audit_records_are_redacted_when_written(make_store: MakeStore) -> None:
+    store = make_store()
     a_session(store)
     secret = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3s12"
     store.write_background([Report("a", "s1", "q1", {"note": f"token {secret}"}), Audit("a", "s1", "q1", {"model": secret})])
