@@ -86,6 +86,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.KEEPER] = keeper = Keeper(open_database(config.store), config.notebook, summarizer,
                                           config.store.busy_timeout_ms, offload.run, workspaces=functools.partial(for_agent, config),
                                           shelf=Shelf(config.cards.recheck_seconds))
+    keeper.held.on = not config.store.shared  # replicas write the same store: read it each time (in a worker, as all their requests)
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)
     if config.audit.path is not None:
         app[appkeys.AUDIT_FILE] = AuditFile(config.audit)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from memory.anchors.anchor import Anchor
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
 from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
@@ -25,6 +26,7 @@ from memory.notebook.proposals import Proposals, propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
+from proxy.keep.held import Held, Watched
 from proxy.keep.refiner import Refiner
 from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
 from proxy.keep.organizer import Organizer
@@ -78,8 +80,10 @@ class Keeper:
         self.db = path if path is not None and not isinstance(path, Path) else Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
-        self.anchors = AnchorBook(self.db, clock, redact)
-        self.notebook = NotebookStore(self.db, clock, redact)
+        self.held = Held()
+        """The layout's and snapshot step's reads, kept between this keeper's writes (``held.on`` False with replicas)."""
+        self.anchors: AnchorBook = Watched(AnchorBook(self.db, clock, redact), self.held)  # type: ignore[assignment]
+        self.notebook: NotebookStore = Watched(NotebookStore(self.db, clock, redact), self.held)  # type: ignore[assignment]
         self.sessions = SessionMemory(self.db, clock, redact)
         self.shelf = shelf or Shelf()
         """Card indexes and project rules, shared by every request (the layout step reads them through ``ctx.keeper``)."""
@@ -168,7 +172,7 @@ class Keeper:
         captured: list[str] = []
         if self.options.capture_anchors:
             found = [c for text in texts for c in definitions(text)]
-            captured = [a.anchor_id for a in self.anchors.capture(agent_id, session_id, found)]
+            captured = [a.anchor_id for a in self.anchors.capture(agent_id, session_id, found)] if found else []  # none: held reads stay
             if captured:
                 log.info("anchors_captured", agent_id=agent_id, session_id=session_id, anchors=captured)
         if answer is not None:
@@ -227,7 +231,7 @@ class Keeper:
                      parent_hint: str | None) -> str | None:
         """A child's snapshot: the one it was given (every request of it carries the same bytes), or, on its first request,
         one made now when it names its parent (X-Ruyi-Parent) or its first message is a pending task call's prompt."""
-        kept = self.sessions.snapshot(agent_id, session_id)
+        kept = self.held.get((agent_id, "snapshot", session_id), lambda: self.sessions.snapshot(agent_id, session_id))
         if kept is not None:
             return kept[1]
         if not new:
@@ -240,7 +244,22 @@ class Keeper:
         state = self.state(agent_id, parent)
         text = snapshot_text(parent, compact_form(state), state.anchors)
         log.info("subagent_recognised", agent_id=agent_id, session_id=session_id, parent_id=parent, by="header" if parent_hint else "task call")
-        return self.sessions.keep_snapshot(agent_id, session_id, parent, text)
+        kept_text = self.sessions.keep_snapshot(agent_id, session_id, parent, text)
+        self.held.put((agent_id, "snapshot", session_id), (parent, kept_text))
+        return kept_text
+
+    def memory_held(self, agent_id: str, session_id: str, new: bool) -> bool:
+        """Whether the layout and snapshot steps can run on memory alone for this request: the agent's notebook and
+        anchors and the session's snapshot (or its absence) are held, and it is not a first request (which may
+        recognise a sub-agent: its parent is read from the store)."""
+        held = self.held
+        return not new and all(held.has((agent_id, *what)) for what in (("notebook",), ("anchors",), ("snapshot", session_id)))
+
+    def current_notebook(self, agent_id: str) -> Notebook:
+        return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))  # type: ignore[no-any-return]
+
+    def anchor_list(self, agent_id: str) -> list[Anchor]:
+        return self.held.get((agent_id, "anchors"), lambda: self.anchors.list(agent_id))  # type: ignore[no-any-return]
 
     @staticmethod
     def inject(messages: list[dict[str, Any]], snapshot: str) -> list[dict[str, Any]]:

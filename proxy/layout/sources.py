@@ -74,8 +74,8 @@ class Sources:
         if keeper is None:
             return NO_MEMORY
         try:
-            body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in keeper.notebook.current(agent_id).body.items()}
-            return Memory(injected(body, notebook_chars) if notebook_chars else "", tuple(keeper.anchors.list(agent_id)))
+            body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in keeper.current_notebook(agent_id).body.items()}
+            return Memory(injected(body, notebook_chars) if notebook_chars else "", tuple(keeper.anchor_list(agent_id)))
         except Exception:  # noqa: BLE001 - fail open: no memory sections this request
             self._failed("memory", ctx)
             return NO_MEMORY

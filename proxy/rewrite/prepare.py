@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from memory.chain_index import NeedsStore
+from memory.session import How
 from proxy import appkeys
 from proxy.context import RequestContext
 from proxy.dialects.base import Dialect
@@ -142,10 +143,14 @@ def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: d
 
 
 def _memory_only(app: web.Application, ctx: RequestContext) -> bool:
-    """Whether the pipeline needs nothing but memory for this request: the long-context steps read the store (recall,
+    """Whether the pipeline needs nothing but memory for this request: the layout and snapshot steps read the keeper's
+    store until it holds what they need (``Keeper.memory_held``); the long-context steps read the store (recall,
     chunks, summaries) only once a session has an archive in force, a person asked for one, or the request reaches
     the tier where summaries are prepared ahead (or the share where an archive may come early)."""
     m, mem = ctx.measurement, ctx.longctx
+    if ctx.keeper is not None and app[appkeys.CONFIG].layout.mode != "off" and m is not None and not ctx.keeper.memory_held(
+            m.session.agent_id, m.session.session_id, m.how == How.NEW):
+        return False  # the layout's notebook and anchors or the sub-agent snapshot are read from the keeper's store
     if mem is None:
         return True
     assert m is not None

@@ -171,3 +171,30 @@ async def test_a_request_that_decides_nothing_is_not_held_by_a_locked_store(make
         await proxy.app[appkeys.MEASURER].drain()
     stored = sqlite3.connect(data_dir / "ruyi.db").execute("SELECT requests FROM sessions WHERE session_id = 's'").fetchone()
     assert stored == (2,)
+
+
+async def test_the_layout_and_snapshot_steps_never_read_the_keepers_store_on_the_loop(make_proxy: MakeProxy, upstream: TestServer) -> None:
+    """A small request (rewritten on the loop when it needs memory only) whose layout reads the agent's notebook and
+    anchors, and a sub-agent's first request (its parent's snapshot): every read of the keeper's store is in a worker."""
+    proxy = await make_proxy()
+    keeper = proxy.app[appkeys.KEEPER]
+    loop_thread, reads_on_loop, reads = threading.current_thread(), [], []
+    reading = keeper.db.reading
+
+    def watched() -> Any:
+        reads.append(1)
+        if threading.current_thread() is loop_thread:
+            reads_on_loop.append(1)
+        return reading()
+
+    keeper.db.reading = watched  # type: ignore[method-assign]
+    async with aiohttp.ClientSession() as http:
+        for content in ("first", "second", "third"):
+            assert await chat(http, proxy, content, "parent") == 200
+        body = {"model": "m", "messages": [{"role": "user", "content": "a child"}]}
+        headers = {"X-Ruyi-Session": "child", "X-Ruyi-Parent": "parent"}
+        async with http.post(base_url(proxy) + "/v1/chat/completions", json=body, headers=headers) as resp:
+            assert resp.status == 200
+    assert reads  # the steps did read the store
+    assert reads_on_loop == []
+    assert proxy.app[appkeys.MEASURER].offload.where["on_loop"] >= 1  # once held, the parent's later requests stay on the loop

@@ -1,0 +1,87 @@
+"""What the request path reads of an agent's memory (notebook, anchors, sub-agent snapshots), held in memory between the keeper's own writes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+AGENTS_HELD = 4096
+"""Agents (and sessions' snapshots) whose reads are held (the oldest forgotten first)."""
+READS = frozenset({"current", "versions", "version", "pending", "get", "list", "counts", "full", "snapshot", "facts",
+                   "results", "task_calls"})
+"""Methods of the keeper's stores that only read; any other call may write and drops what is held for its agent."""
+
+
+class Held:
+    """Reads held per key; a write through a ``Watched`` store drops the keys of its agent (all keys when the call names
+    none). A read that raced a write is not kept (the agent's generation moved meanwhile). Off (``on`` False) with
+    replicas sharing the store: another process writes too, and the request path reads in a worker anyway."""
+
+    def __init__(self, on: bool = True) -> None:
+        self.on = on
+        self._values: dict[tuple[str, ...], Any] = {}
+        self._generation: dict[str, int] = {}
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    def has(self, key: tuple[str, ...]) -> bool:
+        with self._lock:
+            return self.on and key in self._values
+
+    def get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
+        """The value held for ``key`` (its first item the agent), else ``read()``, held unless a write came meanwhile."""
+        if not self.on:
+            return read()
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            before = (self._epoch, self._generation.get(key[0], 0))
+        value = read()
+        with self._lock:
+            if (self._epoch, self._generation.get(key[0], 0)) == before:
+                self._keep(key, value)
+        return value
+
+    def put(self, key: tuple[str, ...], value: Any) -> None:
+        """Held after the keeper wrote it itself (a snapshot, immutable once made)."""
+        if self.on:
+            with self._lock:
+                self._keep(key, value)
+
+    def _keep(self, key: tuple[str, ...], value: Any) -> None:
+        self._values[key] = value
+        if len(self._values) > AGENTS_HELD:
+            self._values.pop(next(iter(self._values)))
+
+    def drop(self, agent_id: str | None) -> None:
+        with self._lock:
+            if agent_id is None:
+                self._values.clear()
+                self._epoch += 1
+                return
+            self._generation[agent_id] = self._generation.get(agent_id, 0) + 1
+            for key in [k for k in self._values if k[0] == agent_id]:
+                del self._values[key]
+
+
+class Watched:
+    """A keeper store whose every call but a read (``READS``) drops what ``held`` holds for the agent it names first."""
+
+    def __init__(self, store: Any, held: Held) -> None:
+        self._store = store
+        self._held = held
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name in READS or name.startswith("_") or not callable(attr):
+            return attr
+
+        def written(*args: Any, **kwargs: Any) -> Any:
+            agent = args[0] if args and isinstance(args[0], str) else kwargs.get("agent_id")
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self._held.drop(agent if isinstance(agent, str) else None)
+
+        return written

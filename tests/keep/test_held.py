@@ -1,0 +1,44 @@
+"""What the keeper holds of an agent's memory: read once, dropped by the keeper's own writes for that agent, never a read that raced a write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memory.anchors.capture import definitions
+from proxy.keep.held import Held
+from proxy.keep.keeper import Keeper, NotebookOptions
+
+
+def test_reads_are_held_until_the_keeper_writes_for_that_agent(tmp_path: Path) -> None:
+    keeper = Keeper(tmp_path / "ruyi.db", NotebookOptions(), None)
+    assert keeper.anchor_list("a") == [] and keeper.anchor_list("b") == []
+    assert keeper.held.has(("a", "anchors"))
+    keeper.anchors.capture("a", "s", definitions("[D001] Use SQLite — why: one file"))
+    assert not keeper.held.has(("a", "anchors")) and keeper.held.has(("b", "anchors"))  # only the agent written for
+    assert [x.anchor_id for x in keeper.anchor_list("a")] == ["D001"]
+    keeper.notebook.current("a")
+    before = keeper.current_notebook("a")
+    keeper.notebook.add("a", "user", "prefers short answers")
+    assert keeper.current_notebook("a").version != before.version
+    keeper.close()
+
+
+def test_a_read_that_raced_a_write_is_not_held() -> None:
+    held = Held()
+
+    def read() -> str:
+        held.drop("a")  # a write for the agent lands while the value is read
+        return "old"
+
+    assert held.get(("a", "notebook"), read) == "old"
+    assert not held.has(("a", "notebook"))
+    assert held.get(("a", "notebook"), lambda: "new") == "new"
+    held.drop(None)  # a write that names no agent drops everything
+    assert not held.has(("a", "notebook"))
+
+
+def test_off_with_replicas_every_read_goes_to_the_store() -> None:
+    held, reads = Held(on=False), []
+    for _ in range(2):
+        held.get(("a", "anchors"), lambda: reads.append(1))
+    assert len(reads) == 2 and not held.has(("a", "anchors"))
