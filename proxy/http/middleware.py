@@ -45,7 +45,7 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
         resp = error_response(ctx.wire, exc.status, code, f"{exc.reason}: {request.method} {request.path}", ctx.response_headers)
     except asyncio.CancelledError:
         if ctx.answering or not shutdown.cut():
-            status = 499  # the client went away; the upstream request was closed on the way out
+            status = ctx.status or 499  # the client went away: 499, or 200 when it had the whole stream (flow.ended_status)
             log.debug("client_disconnected", request_id=rid, path=request.path)
             raise
         status = 503  # the shutdown's deadline came before the answer
