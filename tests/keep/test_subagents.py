@@ -120,3 +120,15 @@ async def test_a_restart_between_the_task_call_and_the_childs_first_request_stil
     async with aiohttp.ClientSession() as http:
         status, out = await call(http, "GET", base_url(second) + f"/ruyi/v1/sessions/{parent}/children", agent="a")
     assert status == 200 and len(out["children_known"]) == 2 and out["counts"]["HIGH"] == 1
+
+
+async def test_on_postgres_a_restart_still_recognises_the_child_from_the_kept_task_calls(
+        make_proxy: MakeProxy, fake: FakeUpstream, pg_url: str) -> None:
+    store = {"backend": "postgres", "url": pg_url}
+    first = await make_proxy(store=store)
+    parent = await start_parent(first, fake)
+    await first.close()
+    second = await make_proxy(store=store)  # a new Ruyi on the same database
+    resp = await post(second, child(0), headers={"X-Ruyi-Agent": "a"})
+    assert resp.headers["X-Ruyi-Session"] != parent
+    assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')

@@ -1,4 +1,4 @@
-"""Draft cards in a real SQLite file: proposed once, never again once rejected, a failed file write changes nothing, agents apart."""
+"""Draft cards in a real SQLite file and in PostgreSQL: proposed once, never again once rejected, a failed file write changes nothing, agents apart."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from memory.cards.sqlite_drafts import CardDrafts, Draft, DraftError
-from memory.store.sqlite_database import Database
+from memory.store.base import KeeperDatabase
 
 
 @pytest.fixture
-def drafts(tmp_path: Path) -> CardDrafts:
-    return CardDrafts(Database(tmp_path / "ruyi.db"), clock=lambda: 100.0, redact=lambda s: s.replace("sk-secret", "[REDACTED]"))
+def drafts(keeper_database: KeeperDatabase) -> CardDrafts:
+    """On both backends (SQLite, PostgreSQL)."""
+    return CardDrafts(keeper_database, clock=lambda: 100.0, redact=lambda s: s.replace("sk-secret", "[REDACTED]"))
 
 
 def test_a_draft_is_proposed_once_whatever_became_of_it(drafts: CardDrafts) -> None:

@@ -1,11 +1,9 @@
-"""A session's memory in a real SQLite file: sub-agent task calls bounded by age and number, refined forms by their basis."""
+"""A session's memory in a real SQLite file and in PostgreSQL: sub-agent task calls bounded by age and number, refined forms by their basis."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from memory.forms.sqlite_forms import SessionMemory
-from memory.store.sqlite_database import Database
+from memory.store.base import KeeperDatabase
 
 
 class Clock:
@@ -16,9 +14,9 @@ class Clock:
         return self.now
 
 
-def test_task_calls_are_kept_oldest_first_within_their_age_and_number(tmp_path: Path) -> None:
+def test_task_calls_are_kept_oldest_first_within_their_age_and_number(keeper_database: KeeperDatabase) -> None:
     clock = Clock()
-    memory = SessionMemory(Database(tmp_path / "ruyi.db"), clock)
+    memory = SessionMemory(keeper_database, clock)
     memory.keep_task_calls("a", "p1", ["h1", "h2"], kept=3, ttl_s=100)
     clock.now += 10
     memory.keep_task_calls("b", "p2", ["h3"], kept=3, ttl_s=100)
@@ -32,8 +30,8 @@ def test_task_calls_are_kept_oldest_first_within_their_age_and_number(tmp_path: 
     assert [h for _, h, _, _ in memory.task_calls(since=0, kept=10)] == ["h4", "h5", "h6"]
 
 
-def test_a_refined_form_is_found_only_for_its_basis_and_agent(tmp_path: Path) -> None:
-    memory = SessionMemory(Database(tmp_path / "ruyi.db"), redact=lambda s: s.replace("sk-secret", "[REDACTED]"))
+def test_a_refined_form_is_found_only_for_its_basis_and_agent(keeper_database: KeeperDatabase) -> None:
+    memory = SessionMemory(keeper_database, redact=lambda s: s.replace("sk-secret", "[REDACTED]"))
     memory.keep_refined("a", "s1", "compact", "basis-1", "refined text with sk-secret")
     assert memory.refined("a", "s1", "compact", "basis-1") == "refined text with [REDACTED]"
     assert memory.refined("a", "s1", "compact", "basis-2") is None and memory.refined("b", "s1", "compact", "basis-1") is None
