@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,9 @@ AGENTS_HELD = 4096
 READS = frozenset({"current", "versions", "version", "pending", "get", "list", "counts", "full", "snapshot", "facts",
                    "results", "task_calls"})
 """Methods of the keeper's stores that only read; any other call may write and drops what is held for its agent."""
+HELD_S = 2.0
+"""How long a read is held at most: ``ruyi memo`` and ``ruyi anchors`` write the store's file directly, from another
+process, while Ruyi runs; the next request after this long reads again (in a worker) and sees what they wrote."""
 
 
 class Held:
@@ -18,24 +22,30 @@ class Held:
     none). A read that raced a write is not kept (the agent's generation moved meanwhile). Off (``on`` False) with
     replicas sharing the store: another process writes too, and the request path reads in a worker anyway."""
 
-    def __init__(self, on: bool = True) -> None:
+    def __init__(self, on: bool = True, held_s: float = HELD_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.on = on
-        self._values: dict[tuple[str, ...], Any] = {}
+        self.held_s = held_s
+        self._clock = clock
+        self._values: dict[tuple[str, ...], tuple[float, Any]] = {}
         self._generation: dict[str, int] = {}
         self._epoch = 0
         self._lock = threading.Lock()
 
     def has(self, key: tuple[str, ...]) -> bool:
         with self._lock:
-            return self.on and key in self._values
+            return self.on and self._fresh(key)
+
+    def _fresh(self, key: tuple[str, ...]) -> bool:
+        kept = self._values.get(key)
+        return kept is not None and self._clock() - kept[0] < self.held_s
 
     def get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
         """The value held for ``key`` (its first item the agent), else ``read()``, held unless a write came meanwhile."""
         if not self.on:
             return read()
         with self._lock:
-            if key in self._values:
-                return self._values[key]
+            if self._fresh(key):
+                return self._values[key][1]
             before = (self._epoch, self._generation.get(key[0], 0))
         value = read()
         with self._lock:
@@ -50,7 +60,8 @@ class Held:
                 self._keep(key, value)
 
     def _keep(self, key: tuple[str, ...], value: Any) -> None:
-        self._values[key] = value
+        self._values.pop(key, None)  # the newest last: the oldest is forgotten first
+        self._values[key] = (self._clock(), value)
         if len(self._values) > AGENTS_HELD:
             self._values.pop(next(iter(self._values)))
 

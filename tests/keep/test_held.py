@@ -42,3 +42,17 @@ def test_off_with_replicas_every_read_goes_to_the_store() -> None:
     for _ in range(2):
         held.get(("a", "anchors"), lambda: reads.append(1))
     assert len(reads) == 2 and not held.has(("a", "anchors"))
+
+
+def test_a_read_is_held_for_held_s_at_most() -> None:
+    """``ruyi memo`` writes the store's file from another process: after ``held_s`` the store is read again."""
+    now = [0.0]
+    held, reads = Held(held_s=2.0, clock=lambda: now[0]), []
+    held.get(("a", "notebook"), lambda: reads.append(1))
+    now[0] = 1.9
+    assert held.has(("a", "notebook"))
+    held.get(("a", "notebook"), lambda: reads.append(1))
+    now[0] = 2.0
+    assert not held.has(("a", "notebook"))
+    held.get(("a", "notebook"), lambda: reads.append(1))
+    assert len(reads) == 2
