@@ -95,7 +95,7 @@ SYSTEM = (
 """The summarizer's instructions when it proposes (the trace follows as quoted data, built by the caller)."""
 ANSWER_KEYS = {"user": "user", "environment": "environment", "decisions": "D", "constraints": "C"}
 OTHER_KEYS = {"cards"}
-"""Keys of the same answer that others check (draft cards: memory/cards/proposed.py)."""
+"""Keys of the same answer that others check (draft cards: card_proposals)."""
 
 
 def loaded(answer: str | None) -> dict[str, Any] | None:

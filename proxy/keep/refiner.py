@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from memory.forms import refine
-from memory.cards import proposed as proposed_cards
+from memory.notebook import card_proposals as proposed_cards
 from memory.forms.sqlite_forms import SessionMemory
 from memory.notebook import proposals
 from summaries.extractive import text_of

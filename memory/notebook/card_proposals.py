@@ -28,7 +28,7 @@ def cards_of(raw: dict[str, Any]) -> list[tuple[str, tuple[str, ...], str]] | No
     """The cards in the summarizer's parsed answer as (title, tags, body), or None when any of them may not be used: not a
     list, more than PER_ARCHIVE, a card that is not exactly title/tags/body, a title that is not one short clean line,
     no tags or odd ones, an empty or over-long body, or a body with code, a wall of tool output or what reads as
-    instructions to a model. A missing "cards" key is no cards (the caller keeps the extractive drafts)."""
+    instructions to a model. A missing "cards" key is None too: the caller tells it apart (it keeps the extractive drafts)."""
     found = raw.get("cards")
     if not isinstance(found, list) or len(found) > PER_ARCHIVE:
         return None

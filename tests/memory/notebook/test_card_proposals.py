@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory.cards.proposed import BODY_CHARS, PER_ARCHIVE, cards_of
+from memory.notebook.card_proposals import BODY_CHARS, PER_ARCHIVE, cards_of
 
 BODY = "## Problem\n\npytest failed: ImportError.\n\n## Cause\n\nparse_config was renamed.\n\n## Fix\n\nExport it again.\n\n## Verification\n\npytest passes."
 GOOD = {"title": "Keep parse_config exported from app", "tags": ["pytest", "ImportError"], "body": BODY}
