@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import struct
+from pathlib import Path
 from typing import Any
 
 import ollama
