@@ -6,8 +6,11 @@ Each variant replays every trace through the offline pipeline (bench/savings.py'
 previous request, cost with caching at 10 %, needles, requests over the window), in one run:
 
 - ``off``: Ruyi adds nothing (pruning and archives as by default);
+- ``append, nothing stored``: the default config and no memory, workspace or cards: after an archive only the compact
+  form and the yellow-light reminder are added (what bench/savings.py's Ruyi row does);
 - ``append``: the agent has a notebook (three entries), three active anchors (one constraint, two decisions), its
   workspace has an AGENTS.md (and a nested one) and three knowledge cards that match words the traces use;
+- ``append, reminder false``: the same with ``layout.reminder: false`` (no compact form or reminder after an archive);
 - ``append, cards about one project each``: six cards, each titled and tagged with one trace's project only;
 - ``append + metadata``: the same with the metadata section on every request (time, agent, model, usage);
 - ``full``: the seed's order (task, core template, notebook, rules) with metadata.
@@ -85,7 +88,9 @@ def variants(root: Path) -> dict[str, Any]:
     base = {"workspace.root": str(root)}
     configs = {
         "layout off": ({"layout.mode": "off"}, False),
+        "layout append, nothing stored (the default user)": ({}, False),
         "layout append (notebook, 3 anchors, AGENTS.md, cards)": ({**base}, True),
+        "layout append, reminder false": ({**base, "layout.reminder": False}, True),
         "layout append, no cards": ({**base, "cards.project_dir": str(root / "no-cards")}, True),
         "layout append, cards about one project each": ({**base, "cards.project_dir": str(root.parent / "project-cards")}, True),
         "layout append, cards every 5 steps": ({**base, "cards.trigger_interval": 5}, True),

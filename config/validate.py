@@ -71,6 +71,8 @@ def _coerce(tp: Any, value: Any, source: str, key: str) -> Any:
                 errors.append(str(exc).rsplit(": ", 1)[-1])
         raise ConfigError(source, key, " or ".join(errors))
     if origin is Literal:
+        if isinstance(value, bool) and ("on" if value else "off") in args:
+            value = "on" if value else "off"  # YAML 1.1 reads an unquoted off / on as a boolean
         if value not in args:
             raise ConfigError(source, key, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
         return value

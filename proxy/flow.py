@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
@@ -46,14 +47,36 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
         if (server := dialect.server_context(body)) is not None:
             ctx.facts["context_management"] = server  # the provider's own clearing, forwarded untouched, reported beside Ruyi's
         forwarded = await prepare(request, dialect, raw, body, ctx)  # know it, rewrite it, record what must survive a crash
-        if translate:
-            out = await translated(request, dialect, forwarded, ctx)  # through litellm, answered in the client's dialect
-        else:
-            out = await forward(request, dialect, raw, body, ctx, forwarded)  # send it, retry once after an overflow, relay
+        shutdown = app[appkeys.SHUTDOWN]
+        try:
+            if translate:
+                out = await translated(request, dialect, forwarded, ctx)  # through litellm, answered in the client's dialect
+            else:
+                out = await forward(request, dialect, raw, body, ctx, forwarded)  # send it, retry once after an overflow, relay
+        except (asyncio.CancelledError, ConnectionResetError):  # the client went away (or the shutdown's deadline came)
+            ctx.status = ended_status(ctx, shutdown.deadline_passed)
+            shutdown.keep(after_answer(request, ctx))  # recorded all the same: what was received, and how it ended
+            raise
         ctx.status = out.status
-        await observe_off_loop(request, ctx)  # calibrate against the upstream's usage, queue the audit record
-    keeper.after_answer(ctx)  # in the background: anchors the assistant defined, facts for the forms, sub-agents, pool lines
+        await shutdown.finish(after_answer(request, ctx))  # a client that closes now cancels the wait, never the work
     return out
+
+
+async def after_answer(request: web.Request, ctx: RequestContext) -> None:
+    """Calibrate against the upstream's usage, queue the audit record and S0; then, in the keeper's background,
+    anchors the assistant defined, facts for the forms, sub-agents, pool lines."""
+    await observe_off_loop(request, ctx)
+    request.app[appkeys.KEEPER].after_answer(ctx)
+
+
+def ended_status(ctx: RequestContext, deadline_passed: bool) -> int:
+    """The status a request cut short is recorded with: 200 when the upstream's answer had come whole (its final
+    event relayed: the client closed after it), 503 when the shutdown's deadline came before any answer, else 499."""
+    if ctx.answering and ctx.assembled is not None and ctx.assembled.done and not ctx.assembled.error:
+        return 200
+    if deadline_passed and not ctx.answering:
+        return 503
+    return 499
 
 
 def fresh_conversation(body: dict[str, Any], headers: Any) -> bool:

@@ -90,6 +90,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     if config.audit.path is not None:
         app[appkeys.AUDIT_FILE] = AuditFile(config.audit)
     yield
+    await app[appkeys.SHUTDOWN].drain()  # every answered request's audit record, S0 and memory, even if its client left
     await longctx.close()
     await keeper.settle()  # what answers gave is remembered before the worker threads go
     await keeper.refiner.cancel()  # the summarizer's background work is given up (forms stay deterministic)

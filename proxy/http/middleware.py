@@ -45,7 +45,7 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
         resp = error_response(ctx.wire, exc.status, code, f"{exc.reason}: {request.method} {request.path}", ctx.response_headers)
     except asyncio.CancelledError:
         if ctx.answering or not shutdown.cut():
-            status = 499  # the client went away; the upstream request was closed on the way out
+            status = ctx.status or 499  # the client went away: 499, or 200 when it had the whole stream (flow.ended_status)
             log.debug("client_disconnected", request_id=rid, path=request.path)
             raise
         status = 503  # the shutdown's deadline came before the answer
@@ -53,7 +53,7 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
     except ConnectionResetError:
         if request.transport is not None and not request.transport.is_closing():
             raise  # not the client's connection: a fault of Ruyi's, answered 500 by aiohttp
-        status = 499  # the client went away while Ruyi wrote to it: nothing more to answer, nothing to fix
+        status = ctx.status or 499  # the client went away while Ruyi wrote to it: nothing more to answer, nothing to fix
         log.debug("client_disconnected", request_id=rid, path=request.path)
         resp = web.Response(status=499, reason="Client Closed Request")  # never sent: the connection is gone
     except Exception:  # noqa: BLE001 - a bug must still answer in the client's format

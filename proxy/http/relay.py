@@ -37,6 +37,7 @@ async def relay_stream(
     await out.prepare(request)
     ctx.answering = True
     lines, asm = LineRelay(), assembler_for(wire)
+    ctx.assembled = asm.result  # what was received so far, recorded even if the client goes away mid-stream
     chunks = resp.content.iter_any().__aiter__()
     while True:
         try:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import structlog
 
@@ -21,6 +22,7 @@ class Shutdown:
         self.deadline_passed = False
         self._running: set[asyncio.Task[object]] = set()
         self._cut: set[asyncio.Task[object]] = set()
+        self._after: set[asyncio.Task[object]] = set()
         self._timer: asyncio.TimerHandle | None = None
 
     @contextmanager
@@ -33,6 +35,23 @@ class Shutdown:
             yield
         finally:
             self._running.discard(task)  # type: ignore[arg-type]
+
+    def keep(self, work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        """Run a request's work after its answer (audit record, S0, memory) in a task of its own: a client that goes
+        away cancels its handler, never this work; ``drain`` waits for it before the store closes."""
+        task = asyncio.ensure_future(work)
+        self._after.add(task)
+        task.add_done_callback(self._after.discard)
+        return task
+
+    async def finish(self, work: Coroutine[Any, Any, object]) -> None:
+        """``keep`` and wait for it: the handler's cancellation stops the wait, never the work."""
+        await asyncio.shield(self.keep(work))
+
+    async def drain(self) -> None:
+        """Wait for every request's after-answer work (at shutdown, before the store and the keeper close)."""
+        while self._after:
+            await asyncio.gather(*list(self._after), return_exceptions=True)
 
     def begin(self) -> None:
         """The server stopped accepting: the grace period starts now."""

@@ -81,6 +81,31 @@ class LayoutPlanStep:
         ctx.layout = state
         return messages
 
+    def preview(self, messages: Messages, ctx: RequestContext, count: Callable[[str], int], usage: float, window: int,
+                tier: str) -> dict[str, int]:
+        """``count_tokens``: the tokens of each part this request would get (``stable``: the part after the system
+        prompt, ``block``: the per-request block), built now from the agent's memory, workspace and cards, as for a new
+        conversation; nothing recorded, nothing kept. In a worker thread (the notebook is read from the store)."""
+        o = self.options
+        if o.mode == "off" or ctx.mode == "off":
+            return {}
+        ws = self.sources.workspace(ctx.agent_id, ctx)
+        memory = self.sources.memory(ctx.keeper, ctx.agent_id, o.notebook_chars, ctx)
+        words = self.keywords(messages, ws)
+        record = self.build(messages, ctx, memory, ws, 0, words)
+        trailing: dict[str, str] = {}
+        if o.metadata or o.mode == "full":
+            root = str(ws.workspace_root) if ws is not None and ws.workspace_root is not None else None
+            parent = ctx.parent_id or (ctx.agent_id.rsplit("/", 1)[0] if "/" in ctx.agent_id else None)
+            trailing["metadata"] = Metadata(now_with_zone(), root, ctx.agent_id, parent, ctx.model, usage, window, tier).text()
+        if ws is not None:  # a conversation's first request gets the cards
+            trailing["cards"] = "\n\n".join(c.render(ws.max_card_chars) for c in self.sources.cards(ws, words, ctx))
+        out = {"stable": count(record["text"]) + GAP_TOKENS} if record.get("text") else {}
+        blk = trailing_block(trailing)
+        if blk and newest_input(messages) is not None:
+            out["block"] = count(blk) + GAP_TOKENS
+        return out
+
     def _memory(self, ctx: RequestContext) -> Memory:
         m = ctx.measurement
         assert m is not None

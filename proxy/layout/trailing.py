@@ -11,10 +11,10 @@ from memory.anchors.anchor import Anchor
 from proxy.layout.sections import cut
 
 OPEN = "<ruyi-context>"
+NOTE = "(added by the proxy for this request only)"
 CLOSE = "</ruyi-context>"
-NOTE = "Added by Ruyi (the context proxy) for this request only; it is not part of the conversation."
-TITLES = {"metadata": "Metadata", "cards": "Knowledge cards (retrieved for the latest steps)",
-          "delta": "Memory changed since the memory section above was written"}
+TITLES = {"metadata": "Metadata", "cards": "Knowledge cards", "delta": "Memory changed since the memory section above was written"}
+"""Short on purpose: the block is sent anew with every request, never cached, so each of its tokens is paid each time."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def trailing_block(sections: Mapping[str, str]) -> str:
         return ""
     parts = [OPEN, NOTE]
     for name, text in shown:
-        parts += ["", f"## {TITLES.get(name, name)}", text.strip()]
+        parts += [f"## {TITLES.get(name, name)}", text.strip()]
     parts.append(CLOSE)
     return "\n".join(parts)
 

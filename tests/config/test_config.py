@@ -154,3 +154,14 @@ def test_cli_config_check_and_version(tmp_path: Path) -> None:
     res = run_cli("config", "check", str(bad))
     assert res.returncode == 2 and "Traceback" not in res.stderr and str(bad) in res.stderr
     assert run_cli("--version").stdout.startswith("ruyi ")
+
+
+def test_layout_mode_off_unquoted_in_yaml_and_environment(tmp_path: Path) -> None:
+    """YAML 1.1 reads an unquoted ``off`` as false: ``layout: {mode: off}`` and ``RUYI_LAYOUT__MODE=off`` still mean off."""
+    f = tmp_path / "ruyi.yaml"
+    f.write_text("layout:\n  mode: off\n", encoding="utf-8")
+    assert load_config(f, {}).layout.mode == "off"
+    assert load_config(None, {"RUYI_LAYOUT__MODE": "off"}).layout.mode == "off"
+    f.write_text("layout:\n  mode: on\n", encoding="utf-8")  # not a mode: still a clear error
+    with pytest.raises(ConfigError, match="layout.mode: expected one of"):
+        load_config(f, {})

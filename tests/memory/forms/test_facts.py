@@ -16,3 +16,10 @@ def test_facts_accumulate_request_by_request() -> None:
 
 def test_language_follows_the_text() -> None:
     assert is_chinese("修复 app.py 中失败的测试") and not is_chinese("Fix app.py") and not is_chinese(None)
+
+
+def test_language_counts_letters_only() -> None:
+    """A third of the letters CJK or more; symbols in the CJK blocks (the Yijing hexagrams, ䷀) and digits are no letters."""
+    assert is_chinese("修复 abcd") and not is_chinese("修复 abcde")  # 2 of 6 letters, 2 of 7
+    assert not is_chinese("䷀䷁䷂ abc") and not is_chinese("䷀䷁ 123") and not is_chinese("")
+    assert is_chinese("修" + "1" * 50) and not is_chinese("x" * 40_000 + "修复")
