@@ -26,6 +26,8 @@ class Proposals:
     """(section, text): notebook entries, proposed."""
     anchors: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, title, hash of the sentence): pending anchors, proposed (a sentence is proposed once)."""
+    cards: list[tuple[str, str, tuple[str, ...], str]] = field(default_factory=list)
+    """(key, title, tags, body): draft knowledge cards, proposed (the Organizer's; a key is proposed once)."""
 
 
 def _text(message: Mapping[str, Any]) -> str:
@@ -92,12 +94,12 @@ SYSTEM = (
 )
 """The summarizer's instructions when it proposes (the trace follows as quoted data, built by the caller)."""
 ANSWER_KEYS = {"user": "user", "environment": "environment", "decisions": "D", "constraints": "C"}
+OTHER_KEYS = {"cards"}
+"""Keys of the same answer that others check (draft cards: card_proposals)."""
 
 
-def parse(answer: str | None, history_line: str | None) -> Proposals | None:
-    """The summarizer's answer as proposals (with the history line, which is Ruyi's own), or None when none of it may be
-    used: empty, not the JSON object asked for, an unknown key, more than PER_KIND lines in a list, or a line that is not
-    a short single line of text (cut, code, tool output, or what reads as instructions)."""
+def loaded(answer: str | None) -> dict[str, Any] | None:
+    """The summarizer's answer as the JSON object asked for (a ```json fence allowed), or None."""
     if not answer or not answer.strip():
         return None
     text = answer.strip()
@@ -106,11 +108,21 @@ def parse(answer: str | None, history_line: str | None) -> Proposals | None:
         raw = json.loads(fenced.group(1) if fenced else text)
     except ValueError:
         return None
-    if not isinstance(raw, dict) or not set(raw) <= set(ANSWER_KEYS):
+    return raw if isinstance(raw, dict) else None
+
+
+def parse(answer: str | None, history_line: str | None) -> Proposals | None:
+    """The summarizer's answer as proposals (with the history line, which is Ruyi's own), or None when none of it may be
+    used: empty, not the JSON object asked for, an unknown key, more than PER_KIND lines in a list, or a line that is not
+    a short single line of text (cut, code, tool output, or what reads as instructions)."""
+    raw = loaded(answer)
+    if raw is None or not set(raw) <= set(ANSWER_KEYS) | OTHER_KEYS:
         return None
     entries: list[tuple[str, str]] = []
     anchors: list[tuple[str, str, str]] = []
     for key, lines in raw.items():
+        if key in OTHER_KEYS:
+            continue
         if not isinstance(lines, list) or len(lines) > PER_KIND:
             return None
         for line in lines:

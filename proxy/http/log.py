@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 import sys
+import threading
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
@@ -97,9 +99,39 @@ def _orjson_text(event: Any, **_: Any) -> str:
         return json.dumps(event, default=repr)
 
 
+class Lines:
+    """A log stream written a whole line per ``write(2)``: processes sharing one stdout or file (``--workers N``) never
+    interleave inside a line (on a file opened for appending, and on a pipe up to its atomic size); threads take turns."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        try:
+            self.fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.StringIO and the like: one write() each is enough
+            self.fd = None
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        if self.fd is None:
+            self.stream.write(text)
+            return
+        data = text.encode("utf-8", "replace")
+        with self._lock:
+            self.stream.flush()  # whatever else wrote to the stream through Python goes first
+            while data:
+                data = data[os.write(self.fd, data):]
+
+    def flush(self) -> None:
+        if self.fd is None:
+            self.stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self.stream.isatty())
+
+
 def configure_logging(level: str = "info", fmt: str = "auto", secrets: Iterable[str] = (), stream: Any = None) -> None:
     """Configure structlog once at start-up (stdlib logging routed through the same renderer)."""
-    stream = stream or sys.stderr
+    stream = Lines(stream or sys.stderr)
     console = fmt == "console" or (fmt == "auto" and stream.isatty())
     renderer: Any = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer(serializer=_orjson_text)
     redactor = Redactor(secrets)
@@ -113,7 +145,7 @@ def configure_logging(level: str = "info", fmt: str = "auto", secrets: Iterable[
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(stream),
+        logger_factory=structlog.WriteLoggerFactory(stream),  # message and newline in one write
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(stream)

@@ -207,18 +207,19 @@ class Keeper:
         changed = [p for p, a in facts.get("files", []) if a == "changed"][-4:]
         history = f"session {session_id} archived {span}" + (f": changed {', '.join(changed)}" if changed else "") + (
             f"; last error {facts['errors'][-1][:80]}" if facts.get("errors") else "")
-        drafts = self.organizer.archived(agent_id, session_id, archive["messages"])  # draft cards: extractive, proposed
-        log.info("archive_card_drafts", agent_id=agent_id, session_id=session_id, card_drafts=[d.draft_id for d in drafts])
-        return history, propose(archive["messages"], history)
+        found = propose(archive["messages"], history)
+        return history, Proposals(found.entries, found.anchors, self.organizer.drafted(archive["messages"]))
 
     def apply(self, agent_id: str, session_id: str, found: Proposals, how: str) -> dict[str, Any]:
         """An archive's proposals written (notebook entries for the user, environment and history sections, pending
         anchors for the decisions and constraints stated): never over what a person wrote, never what a person rejected."""
         entries = self.notebook.propose(agent_id, found.entries)
         anchors = self.anchors.propose(agent_id, session_id, found.anchors)
+        drafts = self.organizer.propose(agent_id, session_id, found.cards)  # draft cards: the Organizer's rules hold whoever drafted
         log.info("archive_remembered", agent_id=agent_id, session_id=session_id, how=how,
-                 entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors])
-        return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors]}
+                 entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors],
+                 card_drafts=[d.draft_id for d in drafts])
+        return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors], "cards": [d.draft_id for d in drafts]}
 
     def state(self, agent_id: str, session_id: str) -> SessionState:
         """What the agent's memory holds for a session's forms (the registry's view and reports are added by the API); a

@@ -35,17 +35,21 @@ class Organizer:
         self.shelf = shelf
         self._clock = clock
 
-    def archived(self, agent_id: str, session_id: str, messages: Sequence[dict[str, Any]]) -> list[Draft]:
-        """Draft cards for what an archive's turns established, kept as proposed (never written into a cards folder until a
-        person accepts one; never one proposed before, rejected, or titled like a card the agent has)."""
-        drafts = draft_cards(messages)
+    def drafted(self, messages: Sequence[dict[str, Any]]) -> list[tuple[str, str, tuple[str, ...], str]]:
+        """The extractive draft cards for an archive's turns, as (key, title, tags, body), for ``propose``."""
+        return [(d.key, d.title, d.tags, d.body) for d in draft_cards(messages)]
+
+    def propose(self, agent_id: str, session_id: str, drafts: Sequence[tuple[str, str, Sequence[str], str]]) -> list[Draft]:
+        """Draft cards for what an archive's turns established (extractive, or the summarizer's), kept as proposed (never
+        written into a cards folder until a person accepts one; never one proposed before, rejected, or titled like a card
+        the agent has)."""
         if not drafts:
             return []
         try:
             known = [c.title for c in self.shelf.cards(self.workspaces(agent_id)).cards()]
         except OSError:
             known = []
-        return self.drafts.propose(agent_id, session_id, [(d.key, d.title, d.tags, d.body) for d in drafts], known)
+        return self.drafts.propose(agent_id, session_id, drafts, known)
 
     def accept(self, agent_id: str, draft_id: int) -> Draft | None:
         """Write the draft as a card file in the agent's project cards folder (never over a file) and mark it accepted."""

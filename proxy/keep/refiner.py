@@ -10,10 +10,12 @@ from typing import Any
 import structlog
 
 from memory.forms import refine
+from memory.notebook import card_proposals as proposed_cards
 from memory.forms.sqlite_forms import SessionMemory
 from memory.notebook import proposals
 from summaries.extractive import text_of
 from summaries.llm import LLMSummarizer, Target
+from summaries.organizer import key_of
 from summaries.prompt import clipped, quoted
 
 log = structlog.get_logger(__name__)
@@ -44,7 +46,21 @@ def proposal_messages(trace: Sequence[Mapping[str, Any]], redact: Callable[[str]
     if len(kept) < len(trace):
         parts.append(f"[… {len(trace) - len(kept)} message(s) left out …]")
     parts += ["</trace>", "", "Answer now: the JSON object, nothing else."]
-    return [{"role": "system", "content": proposals.SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+    return [{"role": "system", "content": proposals.SYSTEM + proposed_cards.SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def _with_cards(answer: str | None, found: proposals.Proposals | None, fallback: proposals.Proposals) -> proposals.Proposals | None:
+    """The answer's proposals with its draft cards (keyed as the Organizer keys them), or None when its cards may not be
+    used (the whole answer is then refused); an answer without a "cards" key keeps the extractive drafts."""
+    raw = proposals.loaded(answer)
+    if found is None or raw is None:
+        return None
+    if "cards" not in raw:
+        return proposals.Proposals(found.entries, found.anchors, fallback.cards)
+    cards = proposed_cards.cards_of(raw)
+    if cards is None:
+        return None
+    return proposals.Proposals(found.entries, found.anchors, [(key_of(title), title, tags, body) for title, tags, body in cards])
 
 
 class Refiner:
@@ -128,7 +144,7 @@ class Refiner:
         breaker = (agent_id, "proposals")
         asked = await self._run(proposal_messages, trace, self._redact)  # a worker thread: the turns may be large
         answer, why = await self.summarizer.ask(breaker, target, asked, PROPOSAL_TOKENS)
-        found = proposals.parse(answer, history_line)
+        found = _with_cards(answer, proposals.parse(answer, history_line), fallback)
         if found is None:
             if answer is not None:
                 self.summarizer.unusable(breaker)

@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import struct
+from pathlib import Path
 from typing import Any
 
 import ollama
@@ -164,3 +165,27 @@ def test_every_kind_and_tracebacks_are_redacted_in_logs() -> None:
     text = stream.getvalue()
     assert aws not in text and github not in text
     assert "Traceback" in text and "[REDACTED:" in text
+
+
+WRITER = """
+import sys
+import structlog
+from proxy.http.log import configure_logging
+with open(sys.argv[1], "a") as out:
+    configure_logging("info", "json", [], stream=out)
+    log = structlog.get_logger("w")
+    for i in range(200):
+        log.info("long_event", who=sys.argv[2], i=i, payload=sys.argv[2] * 20000)
+"""
+
+
+def test_processes_sharing_one_log_file_never_interleave_inside_a_line(tmp_path: Path) -> None:
+    """``--workers N``: every worker logs to the same stdout; a line longer than a buffer is still written whole."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.log"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), who]) for who in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted((e["who"], e["i"]) for e in events) == sorted((w, i) for w in "ab" for i in range(200))

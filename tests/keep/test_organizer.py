@@ -22,10 +22,17 @@ def archive(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"record": {"number": 1, "head": 1, "end": len(messages) - 1, "reason": "requested"}, "messages": messages, "source": "extractive"}
 
 
+def archived(k: Any, agent_id: str, session_id: str, made: dict[str, Any]) -> None:
+    """An archive's proposals made and applied as the keeper does with no summarizer configured."""
+    plan = k.archived(agent_id, session_id, made)
+    assert plan is not None
+    k.apply(agent_id, session_id, plan[1], "extractive")
+
+
 def test_drafts_belong_to_their_agent_and_accepting_writes_its_folder(tmp_path: Path) -> None:
     k = keeper(tmp_path)
     try:
-        k.archived("a", "s1", archive(fixed_run()))
+        archived(k, "a", "s1", archive(fixed_run()))
         assert [d.draft_id for d in k.organizer.drafts.list("a")] == [1]
         assert k.organizer.drafts.list("b") == []
         assert k.organizer.accept("b", 1) is None
@@ -45,7 +52,7 @@ def test_a_lesson_already_in_a_card_or_from_a_sub_agent_is_not_drafted(tmp_path:
         folder = tmp_path / "a" / ".ruyi" / "knowledge-cards"
         folder.mkdir(parents=True)
         (folder / "mine.md").write_text(f"---\ntitle: {title!r}\n---\nwritten by a person\n")
-        k.archived("a", "s1", archive(fixed_run()))
+        archived(k, "a", "s1", archive(fixed_run()))
         assert k.organizer.drafts.list("a") == []
         k.sessions.keep_snapshot("b", "child", "parent", "snapshot")
         assert k.archived("b", "child", archive(fixed_run())) is None
