@@ -43,8 +43,10 @@ async def test_on_the_loop_or_in_a_thread_the_same_bytes_go_out(make_proxy: Make
         runs.append(([r.body for r in fake.received if r.path == "/v1/chat/completions"], headers, stats))
     (thread_bodies, thread_headers, thread_stats), (loop_bodies, loop_headers, loop_stats) = runs
     assert thread_stats["rewrites"] == {"on_loop": 0, "in_thread": len(requests)}
-    # in a thread: the agent's first request (is anything of it stored?) and those whose decisions are written first
-    assert loop_stats["rewrites"]["on_loop"] >= 10 and loop_stats["rewrites"]["in_thread"] >= 10
+    # in a thread: the agent's first request (is anything of it stored?), those whose decisions are written first, and
+    # those that find the keeper's held copy of the agent's memory expired (HELD_S: how many depends on the machine's pace)
+    assert loop_stats["rewrites"]["on_loop"] >= 1 and loop_stats["rewrites"]["in_thread"] >= 10
+    assert loop_stats["rewrites"]["on_loop"] + loop_stats["rewrites"]["in_thread"] == len(requests)
     assert loop_bodies == thread_bodies  # byte for byte
     assert loop_headers == thread_headers
     assert any("[ruyi:" in json.dumps(json.loads(b)["messages"]) for b in loop_bodies)
