@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
 
-TRACES = Path("/work/shared/traces")
+from proxy.replay.run import public_traces  # noqa: E402
+
+TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MAX_BODY = 32 * 1024 * 1024
 
 

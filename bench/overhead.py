@@ -30,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.processes import ruyi as ruyi_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = Path("/work/shared/traces/mini-swe-agent-pr816__deepseek_chat_test_1-100__django__django-11910.json")
+from proxy.replay.run import public_traces  # noqa: E402
+
+# RUYI_TRACE_DIR, else shared/traces beside the checkout
+TRACE = (public_traces() or Path("shared/traces")) / "mini-swe-agent-pr816__deepseek_chat_test_1-100__django__django-11910.json"
 MESSAGES = [{"role": "system", "content": "You are terse."}] + [
     {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + "lorem ipsum dolor sit amet " * 20} for i in range(20)
 ]

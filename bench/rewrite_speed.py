@@ -18,7 +18,9 @@ from proxy.replay.run import load_trace  # noqa: E402
 from proxy.replay.metrics import request_ends  # noqa: E402
 from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
 
-TRACES = Path("/work/shared/traces")
+from proxy.replay.run import public_traces  # noqa: E402
+
+TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 
 
 def longest() -> Any:

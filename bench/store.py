@@ -30,7 +30,9 @@ from proxy.rewrite.pruning import Outcome, Pruner  # noqa: E402
 from proxy.know.tokens import PromptTokens, TokenCounter, warm_up  # noqa: E402
 from proxy.know.window import budget_for  # noqa: E402
 
-TRACES = Path("/work/shared/traces")
+from proxy.replay.run import public_traces  # noqa: E402
+
+TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MODEL = "gpt-4o"
 Timings = dict[str, list[float]]
 Messages = list[dict[str, Any]]
