@@ -14,6 +14,19 @@ from memory.store.base import StoreError
 from memory.store.sqlite_schema import migrate
 
 
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn`` (the write lock taken at once): committed whole, or rolled back whole."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 class Database:
     """What the agent keeps (anchors, notebook, snapshots) lives in the store's file beside the sessions, on its own
     connection (WAL lets it read while the registry writes). Every call runs under ``lock``, in a worker thread; a
@@ -37,14 +50,8 @@ class Database:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write: committed whole, or rolled back whole."""
         with self.lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self._conn) as conn:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from memory.store.sqlite_database import immediate
 from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_report import SQLiteReport
@@ -113,14 +114,8 @@ class SQLiteStore(SQLiteReport):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._conn) as conn:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def write(self, changes: Changes) -> None:
         with self._transaction() as c:
