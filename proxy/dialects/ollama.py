@@ -167,8 +167,9 @@ def as_openai_request(body: dict[str, Any], generate: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"messages": [_with_image_parts(m) for m in messages]}
     options = body.get("options") if isinstance(body.get("options"), dict) else {}
     out.update({name: options[key] for key, name in _OPTIONS.items() if key in options})
-    if body.get("tools"):
-        out["tools"] = body["tools"]
+    tools = [t for t in body.get("tools") or () if isinstance(t, dict) and t.get("type", "function") == "function"]
+    if tools:  # function tools only: litellm turns other kinds (``mcp``) into calls of its own
+        out["tools"] = tools
     if body.get("format") == "json":
         out["response_format"] = {"type": "json_object"}
     return out

@@ -29,6 +29,13 @@ ANTHROPIC_FIELDS = ("messages", "max_tokens", "system", "tools", "tool_choice", 
                     "top_k", "thinking", "stream")
 """What of a Messages body litellm's Anthropic adapter carries to another provider (``metadata`` is litellm's own
 logging field there; ``context_management`` and ``cache_control`` mean nothing to another provider)."""
+OPENAI_FIELDS = ("messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "stream",
+                 "stream_options", "tools", "tool_choice", "parallel_tool_calls", "response_format", "seed", "user",
+                 "presence_penalty", "frequency_penalty", "n", "logprobs", "top_logprobs", "reasoning_effort")
+"""What of an OpenAI chat body reaches litellm for an Anthropic route: the fields of the chat-completions schema that
+mean something to another provider, nothing else. litellm reads connection settings from the same keyword arguments
+(``base_url``, ``api_base``, ``api_key``, ``fallbacks``, ``model_list``, ``custom_llm_provider``, ``extra_headers``,
+``mock_response``, …), so a client field outside this list could send the route's key to an address of its choosing."""
 SKIP_MCP = {"_skip_mcp_handler": True}
 """litellm 1.106 (pinned) routes any call with tools through its MCP gateway check, which imports the ``mcp`` package;
 Ruyi's tools are the client's own function tools, never MCP servers for litellm to call."""
@@ -75,7 +82,9 @@ def anthropic_arguments(body: dict[str, Any], route: Route, key: str | None, mod
 
 def openai_arguments(body: dict[str, Any], route: Route, key: str | None, model: str) -> dict[str, Any]:
     """litellm.acompletion's arguments for an OpenAI chat body bound for an Anthropic route."""
-    args = {k: v for k, v in body.items() if k != "model"}
+    args = {k: body[k] for k in OPENAI_FIELDS if k in body}
+    if isinstance(args.get("tools"), list):  # function tools only: litellm turns other kinds (``mcp``) into server calls
+        args["tools"] = [t for t in args["tools"] if isinstance(t, dict) and t.get("type", "function") == "function"]
     return {**args, "model": f"anthropic/{model}", "api_base": route.url, "api_key": key, "drop_params": True, **SKIP_MCP}
 
 
