@@ -7,6 +7,8 @@ from hashlib import blake2b
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from redaction.redact import redact
+
 AGENT_HEADER = "x-ruyi-agent"
 SESSION_HEADER = "x-ruyi-session"
 SUB_AGENT = "/"
@@ -31,7 +33,11 @@ def _short_hash(text: str) -> str:
 
 
 def _bounded(value: str) -> str:
-    return value if len(value) <= _MAX_ID_CHARS and value.isprintable() else "h-" + _short_hash(value)
+    """An id as the client named it, unless it is long, unprintable or looks like a secret (a key sent as
+    X-Ruyi-Session): then a short hash of it, so no key is ever stored or logged as an id."""
+    if len(value) <= _MAX_ID_CHARS and value.isprintable() and redact(value) == value:
+        return value
+    return "h-" + _short_hash(value)
 
 
 def agent_of_key(key: str) -> str:

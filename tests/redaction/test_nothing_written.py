@@ -95,3 +95,14 @@ async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServ
     assert await again.stop() == 0
     assert forwarded(fake)[-1][1] == sent[-1][1]
     assert leaks(data_dir) == {}
+
+
+def test_a_key_sent_as_a_session_or_agent_id_becomes_a_hash() -> None:
+    from memory.identity import agent_id_for, session_header
+
+    key = "sk-ant-api03-Zq8_Yw-7Xv6UZq8_Yw-7Xv6UZq8_Yw"
+    session = session_header({"X-Ruyi-Session": key})
+    assert session is not None and session.startswith("h-") and key not in session
+    assert session == session_header({"X-Ruyi-Session": key})  # the same key names the same session
+    assert session_header({"X-Ruyi-Session": "my-task-42"}) == "my-task-42"
+    assert agent_id_for({"X-Ruyi-Agent": key}).startswith("h-")

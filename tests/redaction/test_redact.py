@@ -98,3 +98,12 @@ def test_short_texts_are_remembered_and_still_redacted_every_time() -> None:
     assert _redact_short.cache_info().hits >= 1
     long = secret + " " * MEMO_CHARS  # past the memo: redacted the same way, not remembered
     assert "A1b2C3d4" not in redact(long)
+
+
+@pytest.mark.parametrize("text", [
+    "mysql -h db -P3306 -u app -p shop",  # -P is the port; a bare -p asks for the password
+    "sshpass -f ~/.pw ssh host",
+    '{"max_tokens": 4000, "token_count": 12}',
+])
+def test_cli_and_quoted_rules_leave_ordinary_text(text: str) -> None:
+    assert redact(text) == text
