@@ -16,8 +16,9 @@ from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys
 from proxy import flow as chat
-from proxy.api import admin, anchors, cards, forms, notebook
+from proxy.api import admin, anchors, cards, forms, notebook, overview
 from proxy.api import archive as archive_api
+from proxy.ui import pages
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware
@@ -62,6 +63,8 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     cards.add_routes(app)
     forms.add_routes(app)
     archive_api.add_routes(app)
+    overview.add_routes(app)
+    pages.add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)
     app.router.add_route("*", "/api/{tail:.*}", passthrough)
     return app
