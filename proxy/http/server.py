@@ -62,7 +62,9 @@ def run(config: Config, log: structlog.typing.FilteringBoundLogger, reuse_port: 
     gc.freeze()  # what start-up loaded (tokenizers, litellm's model map) is never garbage: full collections skip it
 
     async def serving(_: web.Application) -> None:  # after start-up opened the store (which may refuse)
-        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid())
+        shown = "127.0.0.1" if config.server.host in ("0.0.0.0", "::", "") else config.server.host
+        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid(),
+                 dashboard=f"http://{shown}:{config.server.port}/ruyi/ui")
         for warning in exposure_warnings(config):
             log.warning("serving_exposed", warning=warning)
 

@@ -105,3 +105,9 @@ async def test_a_404_does_not_echo_the_path(remote: aiohttp.ClientSession) -> No
     async with remote.get("http://ruyi/ruyi/nothing-here-xyz") as resp:
         body = await resp.text()
     assert "nothing-here-xyz" not in body
+
+
+async def test_the_dashboard_refuses_callers_that_are_not_local(remote: aiohttp.ClientSession) -> None:
+    for path in ("/ruyi/ui", "/ruyi/ui/static/app.js", "/ruyi/v1/agents", "/ruyi/v1/overview"):
+        async with remote.get("http://ruyi" + path) as resp:
+            assert resp.status == 403, path
