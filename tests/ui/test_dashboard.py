@@ -57,7 +57,7 @@ def session_messages() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def ruyi(upstream: TestServer, fake: FakeUpstream, tmp_path: Path, request: Any) -> AsyncIterator[tuple[RuyiProcess, int]]:
+async def ruyi(upstream: TestServer, fake: FakeUpstream, tmp_path: Path, request: Any) -> AsyncIterator[tuple[RuyiProcess, list[Any]]]:
     data = tmp_path / "data"
     keys = getattr(request, "param", {})
     db = Database(data / "ruyi.db")
@@ -71,7 +71,7 @@ async def ruyi(upstream: TestServer, fake: FakeUpstream, tmp_path: Path, request
     requests = requests_of(messages)
     await replay(proc.url, requests, AGENT, [f"r{i}" for i in range(len(requests))])
     try:
-        yield proc, len(requests)
+        yield proc, requests
     finally:
         await proc.stop()
 
@@ -92,8 +92,9 @@ async def shot(page: Any, name: str) -> Path:
     return path
 
 
-async def test_the_dashboard_shows_the_session_and_accepts_a_draft(ruyi: tuple[RuyiProcess, int]) -> None:
-    proc, requests = ruyi
+async def test_the_dashboard_shows_the_session_and_accepts_a_draft(ruyi: tuple[RuyiProcess, list[Any]]) -> None:
+    proc, sent = ruyi
+    requests = len(sent)
     async with playwright.async_playwright() as p:
         browser, page, problems = await browser_page(p)
         try:
@@ -107,6 +108,12 @@ async def test_the_dashboard_shows_the_session_and_accepts_a_draft(ruyi: tuple[R
             assert await page.locator(".chart circle.point").count() == requests  # one point per request
             assert await page.locator(".chart line.archive").count() >= 1  # the archive is marked
             await shot(page, "session")
+            await page.emulate_media(color_scheme="dark")  # readable in dark too (looked at: .artifacts/ui/session-dark.png)
+            await shot(page, "session-dark")
+            await page.emulate_media(color_scheme="light")
+            more = [*sent[-1], {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Now the docs, please."}]
+            await replay(proc.url, [more], AGENT, ["r-live"])
+            await page.locator(".chart circle.point").nth(requests).wait_for(timeout=20_000)  # live: no reload
             await page.goto(proc.url + f"/ruyi/ui#/memory/{AGENT}", wait_until="networkidle")
             button = page.locator("button.accept-draft").first
             await button.wait_for(timeout=20_000)
@@ -127,7 +134,7 @@ async def test_the_dashboard_shows_the_session_and_accepts_a_draft(ruyi: tuple[R
 
 
 @pytest.mark.parametrize("ruyi", [{"auth": {"admin_key": ADMIN_KEY}}], indirect=True)
-async def test_with_keys_the_page_asks_for_one_and_never_shows_it(ruyi: tuple[RuyiProcess, int]) -> None:
+async def test_with_keys_the_page_asks_for_one_and_never_shows_it(ruyi: tuple[RuyiProcess, list[Any]]) -> None:
     proc, _ = ruyi
     async with playwright.async_playwright() as p:
         browser, page, problems = await browser_page(p)
