@@ -18,6 +18,7 @@ from proxy import appkeys
 from proxy import flow as chat
 from proxy.api import admin, anchors, cards, forms, notebook, overview
 from proxy.api import archive as archive_api
+from proxy.mcp import endpoint as mcp_endpoint
 from proxy.ui import pages
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
@@ -65,6 +66,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     archive_api.add_routes(app)
     overview.add_routes(app)
     pages.add_routes(app)
+    mcp_endpoint.add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)
     app.router.add_route("*", "/api/{tail:.*}", passthrough)
     return app
