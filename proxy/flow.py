@@ -14,6 +14,7 @@ from proxy.dialects.anthropic import ANTHROPIC_MESSAGES
 from proxy.dialects.base import Dialect
 from proxy.dialects.ollama import OLLAMA_CHAT, OLLAMA_GENERATE
 from proxy.dialects.openai_chat import OPENAI_CHAT
+from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
 from proxy.http.body import read_json_body
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
@@ -115,6 +116,10 @@ async def forward(request: web.Request, dialect: Dialect, raw: bytes, body: dict
 
 async def openai_chat(request: web.Request) -> web.StreamResponse:
     return await handle(request, OPENAI_CHAT)
+
+
+async def openai_responses(request: web.Request) -> web.StreamResponse:
+    return await handle(request, RESPONSES)
 
 
 async def anthropic_messages(request: web.Request) -> web.StreamResponse:

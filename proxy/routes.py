@@ -60,8 +60,8 @@ def route_of(body: dict[str, Any], config: Config) -> tuple[str, Route]:
 
 
 DIALECTS = {"openai": "OpenAI chat (/v1/chat/completions)", "ollama": "Ollama (/api/chat, /api/generate)",
-            "anthropic": "Anthropic Messages (/v1/messages)"}
-SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",)}
+            "anthropic": "Anthropic Messages (/v1/messages)", "responses": "OpenAI Responses (/v1/responses)"}
+SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",), "responses": ("openai",)}
 """Which upstream kinds speak a client dialect natively (Ollama serves OpenAI chat on its /v1 too)."""
 TRANSLATED = frozenset({("anthropic", "openai"), ("anthropic", "ollama"), ("openai", "anthropic"), ("ollama", "anthropic"),
                         ("ollama", "openai")})

@@ -1,4 +1,4 @@
-"""A real aiohttp server speaking OpenAI chat, Anthropic Messages (tests/fake_anthropic.py) and Ollama's API, with switchable faults, that records requests."""
+"""A real aiohttp server speaking OpenAI chat, OpenAI Responses (tests/fake_responses.py), Anthropic Messages (tests/fake_anthropic.py) and Ollama's API, with switchable faults, that records requests."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.know.tokens import TokenCounter
-from tests import fake_anthropic
+from tests import fake_anthropic, fake_responses
 
 FAKE_UPSTREAM = web.AppKey("fake_upstream", "FakeUpstream")
 
@@ -118,6 +118,7 @@ def make_fake_app(fake: FakeUpstream | None = None) -> web.Application:
     app[FAKE_UPSTREAM] = fake or FakeUpstream()
     app.router.add_post("/v1/chat/completions", openai_chat)
     app.router.add_post("/v1/messages", fake_anthropic.messages)
+    app.router.add_post("/v1/responses", fake_responses.responses)
     app.router.add_post("/v1/messages/count_tokens", fake_anthropic.count_tokens)
     app.router.add_get("/v1/models", _discovery(lambda fake: {"object": "list", "data": fake.models}))
     app.router.add_get("/props", _discovery(lambda fake: fake.props))

@@ -1,6 +1,6 @@
-"""What a person looks at first (the dashboard's data): the agents and their sessions with what Ruyi did for each, and a
-session's requests one by one, folded from the store's audit records (``/ruyi/v1/agents``, ``/ruyi/v1/overview``,
-``/ruyi/v1/sessions/{id}/timeline``)."""
+"""The dashboard's data: agents, sessions and what Ruyi did for each, and a session's requests one by one.
+
+Folded from the store's audit records: ``/ruyi/v1/agents``, ``/ruyi/v1/overview``, ``/ruyi/v1/sessions/{id}/timeline``."""
 
 from __future__ import annotations
 

@@ -55,6 +55,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
         metrics_endpoint.install(app)  # GET /metrics, and the per-request tallies the access event adds to
     app.router.add_post("/v1/chat/completions", chat.openai_chat)
     app.router.add_post("/v1/messages", chat.anthropic_messages)
+    app.router.add_post("/v1/responses", chat.openai_responses)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/api/chat", chat.ollama_chat)
     app.router.add_post("/api/generate", chat.ollama_generate)

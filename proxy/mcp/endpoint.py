@@ -1,5 +1,6 @@
-"""``/mcp`` on Ruyi's port: the official MCP SDK's server (Streamable HTTP transport, stateless, JSON answers) behind an
-aiohttp handler that hands it the request as ASGI. Guarded like the admin API: a client key decides the agent
+"""``/mcp`` on Ruyi's port: the official MCP SDK's server behind an aiohttp handler.
+
+The SDK's Streamable HTTP transport (stateless, JSON answers) gets each request from an aiohttp handler that hands it the request as ASGI. Guarded like the admin API: a client key decides the agent
 (``X-Ruyi-Key`` or ``Authorization: Bearer``; ``X-Ruyi-Agent`` picks a sub-agent), the admin key reads the agent it
 names, and with no keys only loopback and trusted networks are answered. Every call is logged, counted in /metrics and
 written to the audit file (``audit.path``) when there is one."""

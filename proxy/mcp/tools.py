@@ -1,5 +1,6 @@
-"""The four tools the model gets from Ruyi's MCP server, each a plain function of (the app's parts, the caller's agent,
-the call's arguments) → text, run in a worker thread. A refusal raises ``Refused`` with the reason the model reads."""
+"""The four tools the model gets from Ruyi's MCP server: recall, notebook, anchors, cards.
+
+Each a plain function of (the app's parts, the caller's agent, the call's arguments) → text, run in a worker thread. A refusal raises ``Refused`` with the reason the model reads."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Serving the dashboard: ``/ruyi/ui`` (the page) and ``/ruyi/ui/static/<file>`` (its script and style), files of the
-package. The page holds no data: every figure comes from the ``/ruyi/v1`` API, guarded as always (a key the person types
+"""Serving the dashboard: ``/ruyi/ui`` (the page) and ``/ruyi/ui/static/<file>`` (its script and style).
+
+Files of the package. The page holds no data: every figure comes from the ``/ruyi/v1`` API, guarded as always (a key the person types
 is sent as ``X-Ruyi-Key`` from the page, kept in the tab's session storage, never in a URL)."""
 
 from __future__ import annotations
