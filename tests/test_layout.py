@@ -16,7 +16,7 @@ MAX_MODULES_PER_ROOM = 15
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     """Room (or package) → module prefixes it must never import."""
     "redaction": ("proxy", "memory", "config", "strategies"),
-    "strategies.actions": ("proxy", "memory", "config", "strategies.base", "strategies.pipeline"),
+    "conversation.actions": ("proxy", "memory", "config", "strategies.base", "strategies.pipeline"),
     "strategies": ("proxy", "memory", "config", "summaries"),
     "memory.anchors": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook"),
     "memory.notebook": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized"),

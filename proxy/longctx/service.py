@@ -12,6 +12,8 @@ from typing import Any
 
 import structlog
 
+from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
+from conversation.messages import message_text
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of
@@ -23,8 +25,6 @@ from proxy.longctx.restart import BLOCK_SEPARATOR
 from proxy.longctx.restart import head_size
 from proxy.longctx.turns import turns_of
 from redaction.redact import redact
-from strategies.actions.classify import DEFAULT_TOOLS, ToolSpec
-from strategies.conversation import message_text
 from summaries.extractive import Extractor, is_chinese
 from summaries.llm import LLMSummarizer
 from summaries.render import compact, since

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from strategies.actions.classify import ToolSpec, tools_from_mapping
+from conversation.actions.classify import ToolSpec, tools_from_mapping
 from strategies.pipeline import PipelineOptions
 from strategies.protection import Protection
 
