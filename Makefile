@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: install install-test run test bench clean
+.PHONY: install install-test browser run test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,8 +13,15 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/uv pip install -q --python $(BIN)/python -e .
 
-install-test: $(BIN)/python
+install-test: $(BIN)/python browser
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'
+
+# The dashboard's browser tests drive Debian's chromium (browsers cannot be downloaded by playwright here); as root with
+# apt-get it is installed, elsewhere the tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null) \
+		|| echo "chromium not installed: the dashboard's browser tests will skip"; }
 
 run: install
 	$(BIN)/ruyi serve $(ARGS)

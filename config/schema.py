@@ -142,12 +142,19 @@ class LimitOptions:
     max_header_bytes: int = 32 * 1024
     """Largest request head, request line and headers together (answered with 431 in the client's format
     beyond it; the HTTP parser itself stops a single line at four times this)."""
+    header_timeout_seconds: float = 15.0
+    """A client connection must send a whole request head within this long of connecting (or of its previous
+    answer, when it keeps the connection alive): a client trickling its headers is disconnected."""
+    body_timeout_seconds: float = 60.0
+    """A request's whole body must arrive within this long of its head (408 in the client's format otherwise)."""
 
     def check(self) -> None:
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be at least 1024")
         if self.max_header_bytes < 8192:
             raise ValueError("max_header_bytes must be at least 8192")
+        if self.header_timeout_seconds <= 0 or self.body_timeout_seconds <= 0:
+            raise ValueError("header_timeout_seconds and body_timeout_seconds must be positive")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import aiohttp
 from aiohttp import web
 
@@ -25,3 +27,5 @@ KEEPER = web.AppKey("keeper", Keeper)
 LONGCTX = web.AppKey("longctx", LongCtx)
 METRICS = web.AppKey("metrics", RequestMetrics)
 AUDIT_FILE = web.AppKey("audit_file", AuditFile)
+MCP_CALLS = web.AppKey("mcp_calls", Counter)
+"""(tool, outcome) → calls of the MCP server's tools since start-up (proxy/mcp/endpoint.py), for /metrics."""

@@ -14,6 +14,7 @@ from proxy.dialects.anthropic import ANTHROPIC_MESSAGES
 from proxy.dialects.base import Dialect
 from proxy.dialects.ollama import OLLAMA_CHAT, OLLAMA_GENERATE
 from proxy.dialects.openai_chat import OPENAI_CHAT
+from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
 from proxy.http.body import read_json_body
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
@@ -99,7 +100,11 @@ async def forward(request: web.Request, dialect: Dialect, raw: bytes, body: dict
             await settle_retry_in_turn(request, ctx, accepted=resp.status < 400)  # a retry's harder batch is kept only if accepted
             if resp.status >= 400 and resp.status != 429:
                 error = await read_all(resp, ctx)
-                retry = await retry_in_turn(request, dialect, raw, body, ctx) if is_prompt_overflow(error) else None
+                overflow = is_prompt_overflow(error)
+                if overflow and ctx.measurement is not None:  # a limit the server stated: remembered, and the retry within it
+                    ctx.measurement = app[appkeys.MEASURER].after_refusal(ctx.measurement, ctx.model or "", error,
+                                                                           ctx.sent_raw_tokens) or ctx.measurement
+                retry = await retry_in_turn(request, dialect, raw, body, ctx) if overflow else None
                 if retry is not None:
                     log.info("overflow_retry", request_id=ctx.request_id, status=resp.status)
                     forwarded = retry
@@ -115,6 +120,10 @@ async def forward(request: web.Request, dialect: Dialect, raw: bytes, body: dict
 
 async def openai_chat(request: web.Request) -> web.StreamResponse:
     return await handle(request, OPENAI_CHAT)
+
+
+async def openai_responses(request: web.Request) -> web.StreamResponse:
+    return await handle(request, RESPONSES)
 
 
 async def anthropic_messages(request: web.Request) -> web.StreamResponse:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 
+from memory.safe_text import without_lone_surrogates
+
 OFF_LOOP_BYTES = 256 * 1024
 """Bodies larger than this are parsed in a worker thread (parsing holds the interpreter: keep it short on the loop)."""
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def loads(raw: bytes | bytearray) -> Any:
@@ -17,7 +23,10 @@ def loads(raw: bytes | bytearray) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        value = json.loads(raw)
+    # What Ruyi keeps of a body with lone surrogate escapes holds U+FFFD in their place: stored text must be UTF-8
+    # (one client's "\ud800" must not fail the store's writes); an unrewritten body is still forwarded as it came.
+    return without_lone_surrogates(value) if _SURROGATE_ESCAPE.search(raw) else value
 
 
 def dumps(value: Any) -> bytes:

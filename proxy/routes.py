@@ -59,10 +59,12 @@ def route_of(body: dict[str, Any], config: Config) -> tuple[str, Route]:
     return model, config.route_for(model)
 
 
-DIALECTS = {"openai": "OpenAI chat (/v1/chat/completions)", "ollama": "Ollama (/api/chat)", "anthropic": "Anthropic Messages (/v1/messages)"}
-SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",)}
+DIALECTS = {"openai": "OpenAI chat (/v1/chat/completions)", "ollama": "Ollama (/api/chat, /api/generate)",
+            "anthropic": "Anthropic Messages (/v1/messages)", "responses": "OpenAI Responses (/v1/responses)"}
+SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",), "responses": ("openai",)}
 """Which upstream kinds speak a client dialect natively (Ollama serves OpenAI chat on its /v1 too)."""
-TRANSLATED = frozenset({("anthropic", "openai"), ("anthropic", "ollama"), ("openai", "anthropic"), ("ollama", "anthropic")})
+TRANSLATED = frozenset({("anthropic", "openai"), ("anthropic", "ollama"), ("openai", "anthropic"), ("ollama", "anthropic"),
+                        ("ollama", "openai")})
 """(client dialect, upstream kind) pairs litellm translates when the route says ``translate: true``."""
 
 

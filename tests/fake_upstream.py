@@ -1,4 +1,4 @@
-"""A real aiohttp server speaking OpenAI chat, Anthropic Messages (tests/fake_anthropic.py) and Ollama's API, with switchable faults, that records requests."""
+"""A real aiohttp server speaking OpenAI chat, OpenAI Responses (tests/fake_responses.py), Anthropic Messages (tests/fake_anthropic.py) and Ollama's API, with switchable faults, that records requests."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.know.tokens import TokenCounter
-from tests import fake_anthropic
+from tests import fake_anthropic, fake_responses
 
 FAKE_UPSTREAM = web.AppKey("fake_upstream", "FakeUpstream")
 
@@ -62,6 +62,13 @@ class FakeUpstream:
     """When set, a non-streamed answer that calls a tool calls these (a Task call's prompt, several calls at once)."""
     prompt_tokens: int | None = None
     prompt_scale: float | None = None
+    token_limit: int | None = None
+    """When set, /v1/chat/completions refuses a prompt over this many of its own tokens (``prompt_scale`` × Ruyi's
+    count: another tokenizer), stating the limit and its count the way ``limit_style`` says."""
+    limit_style: str = "openai"
+    """``openai`` (llama-cpp-python, vLLM: "maximum context length is L tokens. However, you requested N tokens") or
+    ``llamacpp`` (llama.cpp's server: ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``)."""
+    refusals: int = 0
     """When set, prompt_tokens are reported as this share of Ruyi's own estimate of what was received: an
     upstream whose tokenizer counts differently, which Ruyi calibrates against."""
     cached_tokens: int = 0
@@ -118,6 +125,7 @@ def make_fake_app(fake: FakeUpstream | None = None) -> web.Application:
     app[FAKE_UPSTREAM] = fake or FakeUpstream()
     app.router.add_post("/v1/chat/completions", openai_chat)
     app.router.add_post("/v1/messages", fake_anthropic.messages)
+    app.router.add_post("/v1/responses", fake_responses.responses)
     app.router.add_post("/v1/messages/count_tokens", fake_anthropic.count_tokens)
     app.router.add_get("/v1/models", _discovery(lambda fake: {"object": "list", "data": fake.models}))
     app.router.add_get("/props", _discovery(lambda fake: fake.props))
@@ -182,6 +190,21 @@ async def _record(request: web.Request, handler: Any) -> web.StreamResponse:
             if request.path == "/api/chat":
                 return web.json_response({"error": f"input length exceeds the context length ({size} > {fake.max_prompt_chars})"}, status=400)
             return web.json_response({"error": {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}}, status=400)
+    if fake.token_limit is not None and request.path == "/v1/chat/completions":
+        parsed = json.loads(body)
+        first = (parsed.get("messages") or [{}])[0]
+        own = isinstance(first.get("content"), str) and first["content"].startswith(("You are Ruyi's archivist", "You are Ruyi's notary"))
+        n = _prompt_tokens(fake, parsed)
+        if not own and n > fake.token_limit:
+            fake.refusals += 1
+            if fake.limit_style == "llamacpp":
+                error = {"code": 400, "message": f"request ({n} tokens) exceeds the available context size ({fake.token_limit} tokens), try increasing it",
+                         "type": "exceed_context_size_error", "n_prompt_tokens": n, "n_ctx": fake.token_limit}
+            else:
+                error = {"message": f"This model's maximum context length is {fake.token_limit} tokens. However, you requested {n} tokens "
+                                    f"({n} in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
+                         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+            return web.json_response({"error": error}, status=400)
     return await handler(request)
 
 

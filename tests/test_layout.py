@@ -189,8 +189,13 @@ UNDONE_YET: dict[tuple[str, str], str] = {
     ("proxy/know", "config"): "know/measure.py takes the whole Config (routes, server, store, sessions, pruning)",
     ("proxy/longctx", "config"): "longctx/command.py (CLI) takes the whole Config",
     ("proxy/rewrite", "config"): "rewrite/steps.py builds the steps from the whole Config",
+    ("proxy/mcp", "proxy"): LEAVES,
+    ("proxy/ui", "proxy"): LEAVES,
     ("proxy/api", "proxy/http"): "api/admin.py checks keys with http/auth.py, which http/app.py mounts beside the API",
     ("proxy/observe", "proxy/http"): "observe/endpoint.py checks keys with http/auth.py",
+    ("proxy/mcp", "proxy/http"): "mcp/endpoint.py checks keys with http/auth.py",
+    ("proxy/ui", "proxy/http"): "ui/pages.py checks callers with http/auth.py",
+    ("memory/store", "memory"): "store/writer.py reads memory/safe_text.py, a leaf for memory/store/ (full at 15 modules)",
 }
 """Imports that still close a circle between folders, each to be undone by the work named (a ratchet: the test fails
 when one of them is gone, so that it leaves this list, and on any circle they do not explain)."""

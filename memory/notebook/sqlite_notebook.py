@@ -14,7 +14,8 @@ from memory.notebook.sections import MAX_ENTRIES, SECTIONS, Cleaned, NotebookErr
 from memory.store.sqlite_database import Database, dumps
 
 Body = dict[str, list[dict[str, Any]]]
-"""Section → entries, each ``{"text", "by", "at"}``; ``by``: person, ruyi (the dynamic pool), proposed, compacted."""
+"""Section → entries, each ``{"text", "by", "at"}``; ``by``: person, model (written by the model through Ruyi's MCP
+tools), ruyi (the dynamic pool), proposed, compacted."""
 VERSIONS_KEPT = 200
 CHILD_VERSIONS_KEPT = 50
 """A sub-agent's notebook is temporary (seed 003): fewer versions kept; it goes with the child's session."""
@@ -177,6 +178,28 @@ class NotebookStore:
             body = {k: list(v) for k, v in before.body.items()}
             body[name] = [self._entry(x, "person") for x in cleaned]
             return self._save(c, before, body, f"replace {name}"), tuple(n for x in cleaned for n in x.notes)
+
+    def change(self, agent_id: str, section: str, number: int, text: Any | None, child: str | None = None) -> tuple[Notebook, tuple[str, ...]]:
+        """The model's memory_edit (seed 001): entry ``number`` (from 1, as read) of a section rewritten to ``text``, or
+        removed when ``text`` is None. Only an entry the model itself wrote, or one Ruyi or its compaction wrote: a
+        person's entry, or one proposed to a person, is never changed by the model (refused, 403)."""
+        name = section_of(section)
+        cleaned = clean_entry(text) if text is not None else None
+        with self.db.transaction() as c:
+            before = self._latest(c, agent_id, child)
+            body = {k: list(v) for k, v in before.body.items()}
+            entries = body[name]
+            if not 1 <= number <= len(entries):
+                raise NotebookError(f"section {name} has {len(entries)} entries; n is from 1 to {len(entries)} (read the notebook)",
+                                    "entry_not_found", 404)
+            if entries[number - 1].get("by") in ("person", "proposed"):
+                raise NotebookError(f"entry {number} of {name} is a person's (or proposed to one): the model may not change it; "
+                                    "add a new entry instead", "entry_is_a_persons", 403)
+            if cleaned is None:
+                del entries[number - 1]
+                return self._save(c, before, body, f"model removes {name} {number}"), ()
+            entries[number - 1] = self._entry(cleaned, "model")
+            return self._save(c, before, body, f"model edits {name} {number}"), cleaned.notes
 
     def judge(self, agent_id: str, section: str, index: int, accept: bool, child: str | None = None) -> Notebook | None:
         """A person accepts a proposed entry (it becomes theirs) or rejects it (it goes, and is never proposed again).

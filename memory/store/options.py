@@ -33,7 +33,12 @@ class StoreOptions:
     shared: bool = False
     """Several Ruyi processes use this store at once (replicas, ``server.workers`` > 1): a session in memory is
     trusted only while the stored version is the one it holds, and a request decides for its session under a lock
-    that every process honours. On by itself with ``server.workers`` > 1."""
+    that every process honours. On by itself with ``server.workers`` > 1 and with ``backend: postgres`` (choosing
+    PostgreSQL is choosing to share: two replicas that did not say so would otherwise silently diverge)."""
+
+    def __post_init__(self) -> None:
+        if self.backend == "postgres" and not self.shared:
+            object.__setattr__(self, "shared", True)
 
     def check(self) -> None:
         if self.sweep_interval_hours <= 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,20 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def private_file(path: Path) -> None:
+    """The database file (and SQLite's -wal and -shm beside it, which take its mode) readable by its owner only,
+    whatever the umask or a data directory made by someone else (the Docker image's ``/data``): it holds what
+    agents saw."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if name.stat().st_mode & 0o077:
+                name.chmod(0o600)
+        except FileNotFoundError:
+            continue
+
+
 class Database:
     """What the agent keeps (anchors, notebook, snapshots) lives in the store's file beside the sessions, on its own
     connection (WAL lets it read while the registry writes). Every call runs under ``lock``, in a worker thread; a
@@ -37,13 +52,13 @@ class Database:
         self.lock = threading.RLock()
         try:
             if path is not None:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                private_file(path)
             self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
             if path is not None:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn, path or Path(":memory:"))
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.location}: cannot use the database ({exc})") from None
 
     @contextmanager

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from memory.store.sqlite_database import immediate
+from memory.store.sqlite_database import immediate, private_file
 from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_report import SQLiteReport
@@ -86,7 +86,7 @@ class SQLiteStore(SQLiteReport):
         self.location = str(path)
         self._timeout = busy_timeout_ms / 1000
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # originals of replaced text live here
+            private_file(path)  # originals of replaced text live here
             self._conn = self._connect()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot open the database ({exc})") from None

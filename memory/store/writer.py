@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 
 import structlog
 
+from memory.safe_text import without_lone_surrogates
 from memory.store.base import Background, Store
 
 log = structlog.get_logger(__name__)
@@ -35,6 +36,8 @@ class Writer:
         self.written = 0
         self.dropped = 0
         self.failed = 0
+        self.failed_by_reason: dict[str, int] = {}
+        """Records given up, by why: ``unencodable_text`` (still, after scrubbing), ``store_error``."""
         self._store_lock = lock
         self._items: deque[Background] = deque()
         self._queue = threading.Condition()
@@ -123,16 +126,35 @@ class Writer:
                 return False
             batch = [self._items.popleft() for _ in range(min(BATCH_MAX, len(self._items)))]
         try:
-            if self._store_lock is None:  # a store of its own (long-context recall)
-                self.store.write_background(batch)
-            else:
-                self.store.write_background(batch, self._store_lock)  # its rows made before the lock is taken
-        except Exception:  # noqa: BLE001 - background records are best effort; the proxy goes on
-            self.failed += len(batch)
-            log.warning("store_background_write_failed", records=len(batch), location=self.store.location, exc_info=True)
+            self._write(batch)
+        except Exception:  # noqa: BLE001 - one bad record must not take the others with it: each alone
+            for item in batch:
+                self._write_alone(item)
             return True
         self.written += len(batch)
         return True
+
+    def _write(self, items: list[Background]) -> None:
+        if self._store_lock is None:  # a store of its own (long-context recall)
+            self.store.write_background(items)
+        else:
+            self.store.write_background(items, self._store_lock)  # its rows made before the lock is taken
+
+    def _write_alone(self, item: Background) -> None:
+        """One record of a batch that failed: written by itself; text a database cannot encode (a lone surrogate,
+        valid in JSON) is stored with U+FFFD in its place; what still fails is dropped and counted by reason."""
+        try:
+            try:
+                self._write([item])
+            except UnicodeError:
+                self._write([without_lone_surrogates(item)])
+        except Exception as exc:  # noqa: BLE001 - background records are best effort; the proxy goes on
+            reason = "unencodable_text" if isinstance(exc, UnicodeError) else "store_error"
+            self.failed += 1
+            self.failed_by_reason[reason] = self.failed_by_reason.get(reason, 0) + 1
+            log.warning("store_background_write_failed", records=1, reason=reason, location=self.store.location, exc_info=True)
+            return
+        self.written += 1
 
     def _maybe_housekeeping(self) -> None:
         now = time.monotonic()

@@ -108,7 +108,15 @@ async def stats(request: web.Request) -> web.Response:
     admin_caller(request)
     measurer = request.app[appkeys.MEASURER]
     writer = measurer.writer
-    queue = {"written": writer.written, "dropped": writer.dropped, "failed": writer.failed} if writer is not None else None
+    queue = None
+    if writer is not None:  # dropped (queue full) and failed by reason, this queue's and long-context recall's
+        recall = getattr(request.app.get(appkeys.LONGCTX), "writer", None)
+        counted = [w for w in (writer, recall) if w is not None]
+        by_reason = {"queue_full": sum(w.dropped for w in counted)}
+        for w in counted:
+            for reason, n in w.failed_by_reason.items():
+                by_reason[reason] = by_reason.get(reason, 0) + n
+        queue = {"written": writer.written, "dropped": writer.dropped, "failed": writer.failed, "dropped_by_reason": by_reason}
     writes = measurer.sessions.unsaved_stats() if measurer.store is not None else None
     slots = request.app[appkeys.SLOTS]
     pool = {"max_connections": slots.limit, "in_use": slots.in_use, "refused": slots.refused}
@@ -117,7 +125,7 @@ async def stats(request: web.Request) -> web.Response:
     for step in pipeline.steps:  # a section left out because its source failed (the layout's notebook, rules, cards…)
         failed.update({f"layout_{what}": n for what, n in getattr(getattr(step, "sources", None), "failures", {}).items()})
     keeper = request.app[appkeys.KEEPER]
-    kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts)}
+    kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}
     return web.json_response({"failed_open": failed, "store_writes": writes, "store_queue": queue,
                               "upstream_pool": pool, "rewrites": dict(measurer.offload.where), "memory": kept})
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Wire = Literal["openai", "ollama", "anthropic"]
+Wire = Literal["openai", "ollama", "anthropic", "responses"]
 Messages = list[dict[str, Any]]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.dialects import anthropic, ollama, openai_chat
+from proxy.dialects import anthropic, ollama, openai_chat, responses
 from proxy.dialects.base import Wire
 
 
@@ -22,11 +22,13 @@ class ProxyError(Exception):
 def wire_for_path(path: str) -> Wire:
     if path.startswith("/api/"):
         return "ollama"
+    if path == "/v1/responses":
+        return "responses"
     return "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
 
 
 def _module(wire: Wire) -> Any:
-    return {"ollama": ollama, "anthropic": anthropic}.get(wire, openai_chat)
+    return {"ollama": ollama, "anthropic": anthropic, "responses": responses}.get(wire, openai_chat)
 
 
 def error_body(wire: Wire, status: int, code: str, message: str) -> dict[str, object]:

@@ -7,6 +7,7 @@ from proxy.dialects.anthropic import AnthropicAssembler
 from proxy.dialects.base import Assembled, Assembler
 from proxy.dialects.ollama import OllamaAssembler
 from proxy.dialects.openai_chat import OpenAIAssembler
+from proxy.dialects.responses import ResponsesAssembler
 
 
 class LineRelay:
@@ -38,6 +39,8 @@ def assembler_for(wire: str) -> Assembler:
     """OpenAI chunks and Anthropic events arrive as SSE ``data:`` lines, Ollama objects as NDJSON lines."""
     if wire == "anthropic":
         return AnthropicAssembler()
+    if wire == "responses":
+        return ResponsesAssembler()
     return OpenAIAssembler() if wire == "openai" else OllamaAssembler()
 
 

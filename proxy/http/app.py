@@ -16,8 +16,10 @@ from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys
 from proxy import flow as chat
-from proxy.api import admin, anchors, cards, forms, notebook
+from proxy.api import admin, anchors, cards, forms, notebook, overview
 from proxy.api import archive as archive_api
+from proxy.mcp import endpoint as mcp_endpoint
+from proxy.ui import pages
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware
@@ -53,6 +55,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
         metrics_endpoint.install(app)  # GET /metrics, and the per-request tallies the access event adds to
     app.router.add_post("/v1/chat/completions", chat.openai_chat)
     app.router.add_post("/v1/messages", chat.anthropic_messages)
+    app.router.add_post("/v1/responses", chat.openai_responses)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/api/chat", chat.ollama_chat)
     app.router.add_post("/api/generate", chat.ollama_generate)
@@ -62,6 +65,9 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     cards.add_routes(app)
     forms.add_routes(app)
     archive_api.add_routes(app)
+    overview.add_routes(app)
+    pages.add_routes(app)
+    mcp_endpoint.add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)
     app.router.add_route("*", "/api/{tail:.*}", passthrough)
     return app

@@ -92,11 +92,17 @@ def check_route(caller: Caller, route: Route) -> None:
         raise ProxyError(401, "invalid_ruyi_key", "this Ruyi requires a key: send it in the X-Ruyi-Key header")
 
 
+def is_model_management(path: str) -> bool:
+    """Whether a (normalised) path reaches Ollama's model management, however it is spelled: any case, a trailing
+    slash, ``;`` parameters on a segment (``/api/Pull/``, ``/api/pull;x``, ``/api/blobs/sha256:…``)."""
+    head = "/".join(segment.split(";", 1)[0] for segment in path.lower().split("/")[:3])
+    return head in MODEL_MANAGEMENT or head == "/api/blobs"
+
+
 def check_model_management(request: web.Request, path: str) -> None:
     """Ollama's model management (pull, push, create, copy, delete, blobs) without client keys: local
     callers and the admin key only (with keys, the caller already showed a valid one)."""
-    path = path.lower()
-    if path not in MODEL_MANAGEMENT and not path.startswith("/api/blobs/"):
+    if not is_model_management(path):
         return
     auth = request.app[appkeys.CONFIG].auth
     if auth.key_agents or _is_admin(request, auth) or is_local(request.remote, auth):

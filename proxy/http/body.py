@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -17,10 +18,15 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     if request.content_length is not None and request.content_length > limit:
         raise ProxyError(413, "body_too_large", f"the request body is {request.content_length} bytes; the limit is {limit} (limits.max_body_bytes)")
     raw = bytearray()
-    async for chunk in request.content.iter_any():
-        raw += chunk
-        if len(raw) > limit:
-            raise ProxyError(413, "body_too_large", f"the request body is over the limit of {limit} bytes (limits.max_body_bytes)")
+    seconds = request.app[appkeys.CONFIG].limits.body_timeout_seconds
+    try:
+        async with asyncio.timeout(seconds):  # a client trickling its body holds no connection for ever
+            async for chunk in request.content.iter_any():
+                raw += chunk
+                if len(raw) > limit:
+                    raise ProxyError(413, "body_too_large", f"the request body is over the limit of {limit} bytes (limits.max_body_bytes)")
+    except TimeoutError:
+        raise ProxyError(408, "body_timeout", f"the request body did not arrive within {seconds:g} s (limits.body_timeout_seconds)") from None
     try:
         body = json_codec.loads(raw) if len(raw) <= OFF_LOOP_BYTES else await request.app[appkeys.MEASURER].offload.run(json_codec.loads, raw)
     except (ValueError, UnicodeDecodeError) as exc:

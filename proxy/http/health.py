@@ -10,6 +10,7 @@ from aiohttp import web
 
 from config.schema import Config, Route
 from proxy import appkeys
+from proxy.http.auth import is_local
 from proxy.http.upstream import describe
 from proxy.routes import upstream_url
 
@@ -40,9 +41,10 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     route = request.app[appkeys.CONFIG].default_route
     problem = await upstream_answers(request.app[appkeys.CLIENT], route)
-    if problem:
-        return web.json_response({"status": "unavailable", "upstream": describe(route), "reason": problem}, status=503)
-    return web.json_response({"status": "ready", "upstream": describe(route)})
+    named = {"upstream": describe(route)} if is_local(request.remote, request.app[appkeys.CONFIG].auth) else {}
+    if problem:  # where the upstream is, only to loopback and trusted networks (a probe from outside learns nothing)
+        return web.json_response({"status": "unavailable", **named, "reason": problem}, status=503)
+    return web.json_response({"status": "ready", **named})
 
 
 async def warn_if_upstream_down(session: aiohttp.ClientSession, config: Config) -> None:

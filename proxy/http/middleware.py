@@ -42,7 +42,8 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
     except web.HTTPException as exc:
         status = exc.status
         code = HTTP_CODES.get(exc.status, "http_error")
-        resp = error_response(ctx.wire, exc.status, code, f"{exc.reason}: {request.method} {request.path}", ctx.response_headers)
+        message = f"{exc.reason}: Ruyi serves no such endpoint for {request.method}" if exc.status == 404 else str(exc.reason)
+        resp = error_response(ctx.wire, exc.status, code, message, ctx.response_headers)  # never the path echoed back
     except asyncio.CancelledError:
         if ctx.answering or not shutdown.cut():
             status = ctx.status or 499  # the client went away: 499, or 200 when it had the whole stream (flow.ended_status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -9,6 +10,7 @@ from aiohttp import web
 
 from proxy import appkeys
 from proxy.context import CTX_KEY, RequestContext
+from proxy.dialects.errors import ProxyError
 from proxy.http.auth import check_model_management, check_route, identify
 from proxy.http.relay import is_streamed, relay_raw
 from proxy.http.upstream import forward_headers, send
@@ -39,7 +41,12 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     if request.body_exists:
         length = request.content_length
         if request.content_type == "application/json" and length is not None and length <= SMALL_BODY:
-            data = await request.read()
+            seconds = app[appkeys.CONFIG].limits.body_timeout_seconds
+            try:
+                async with asyncio.timeout(seconds):
+                    data = await request.read()
+            except TimeoutError:
+                raise ProxyError(408, "body_timeout", f"the request body did not arrive within {seconds:g} s (limits.body_timeout_seconds)") from None
             ctx.model = _model_of(data)
         else:
             data = request.content  # large or unknown-size bodies (blobs) stream straight through

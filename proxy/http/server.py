@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import os
 import resource
 import signal
+import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -37,6 +40,12 @@ def serve(config: Config, ignored_variables: Sequence[str] = ()) -> int:
     log = structlog.get_logger("ruyi")
     if ignored_variables:  # a client key read by env:, another tool's setting: not Ruyi's config, and fine
         log.debug("environment_variables_ignored", names=list(ignored_variables), config_form="RUYI_<SECTION>__<KEY>")
+    taken = port_taken(config.server.host, config.server.port)
+    if taken:
+        log.error("port_in_use", host=config.server.host, port=config.server.port, reason=taken)
+        print(f"ruyi: cannot listen on {config.server.host}:{config.server.port}: {taken}; "
+              "stop what holds it or choose another port (--port N or RUYI_SERVER__PORT)", file=sys.stderr)
+        return 2
     Measurer.warm_up()
     ruleset()  # the redaction rules, compiled before the first request needs them
     _fit_file_limit(config.upstream.max_connections, log)
@@ -53,7 +62,9 @@ def run(config: Config, log: structlog.typing.FilteringBoundLogger, reuse_port: 
     gc.freeze()  # what start-up loaded (tokenizers, litellm's model map) is never garbage: full collections skip it
 
     async def serving(_: web.Application) -> None:  # after start-up opened the store (which may refuse)
-        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid())
+        shown = "127.0.0.1" if config.server.host in ("0.0.0.0", "::", "") else config.server.host
+        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid(),
+                 dashboard=f"http://{shown}:{config.server.port}/ruyi/ui")
         for warning in exposure_warnings(config):
             log.warning("serving_exposed", warning=warning)
 
@@ -82,12 +93,39 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def port_taken(host: str, port: int) -> str | None:
+    """Why Ruyi could not listen on (host, port), or None: checked before start-up, so a taken port is one clear
+    line and exit status 2, never "serving" followed by a traceback. Bound the way aiohttp binds (SO_REUSEADDR)."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"the host does not resolve ({exc.strerror})"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return "the port is already in use"
+                if exc.errno == errno.EACCES:
+                    return "permission denied (a port below 1024 needs privileges)"
+    return None  # anything else (an address family this machine lacks) is aiohttp's to report as it binds
+
+
+FILE_LIMIT_ROOM = 65536
+"""Open files Ruyi asks for at least (within the hard limit): clients waiting for the pool, slow clients until their
+header timeout, the store's files; with room to spare, a burst of connections never starves new ones."""
+
+
 def _fit_file_limit(max_connections: int, log: structlog.typing.FilteringBoundLogger) -> None:
-    """Raise the soft limit on open files so a full pool fits: a stream takes the client's socket and the upstream's."""
+    """Raise the soft limit on open files so a full pool fits (a stream takes the client's socket and the upstream's)
+    with room for many more clients than the pool serves at once."""
     need = 2 * max_connections + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    want = max(need, FILE_LIMIT_ROOM)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
         if new < need:
             log.warning("file_limit_low", open_files=new, needed=need, hint="lower upstream.max_connections or raise `ulimit -n`")

@@ -89,11 +89,32 @@ def openai_arguments(body: dict[str, Any], route: Route, key: str | None, model:
 
 
 def ollama_arguments(body: dict[str, Any], route: Route, key: str | None, model: str, generate: bool, stream: bool) -> dict[str, Any]:
-    """litellm.acompletion's arguments for an Ollama chat or generate body bound for an Anthropic route."""
+    """litellm.acompletion's arguments for an Ollama chat or generate body bound for an Anthropic or OpenAI-compatible
+    route (llama.cpp, vLLM, LM Studio behind an Ollama client)."""
     args = as_openai_request(body, generate)
     if stream:
         args["stream_options"] = {"include_usage": True}
-    return {**args, "stream": stream, "model": f"anthropic/{model}", "api_base": route.url, "api_key": key, "drop_params": True, **SKIP_MCP}
+    provider = "anthropic" if route.kind == "anthropic" else "openai"
+    return {**args, "stream": stream, "model": f"{provider}/{model}", "api_base": route.url, "api_key": key or "none",
+            "drop_params": True, **SKIP_MCP}
+
+
+ANTHROPIC_ROLES = frozenset({"user", "assistant"})
+
+
+def check_anthropic_body(body: dict[str, Any]) -> None:
+    """What Anthropic itself refuses with 400 ``invalid_request_error``, refused the same way before litellm sees it
+    (litellm would answer 502 or make up a default)."""
+    if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
+        raise ProxyError(400, "invalid_request_error", "max_tokens: Field required (an integer: the most tokens the answer may take)")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ProxyError(400, "invalid_request_error", "messages: Field required (a non-empty list)")
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ANTHROPIC_ROLES:
+            raise ProxyError(400, "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant' (got {role!r}); "
+                             "a system prompt goes in the top-level system field")
 
 
 async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, ctx: RequestContext) -> web.StreamResponse:
@@ -101,6 +122,9 @@ async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, c
     assert ctx.route is not None and ctx.model is not None
     app, route = request.app, ctx.route
     body = json_codec.loads(forwarded)
+    if ctx.wire == "anthropic":
+        ctx.response_headers.setdefault("request-id", ctx.request_id)  # the anthropic SDK's ``_request_id``
+        check_anthropic_body(body)
     generate = dialect.name == "ollama_generate"
     key = route.key or client_key(request.headers)
     litellm = await _litellm()
@@ -115,9 +139,11 @@ async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, c
             else:
                 result = await litellm.acompletion(**openai_arguments(body, route, key, ctx.model), timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - litellm's errors carry the upstream's status
-            raise _error(exc, route) from None
+            raise _error(exc, route, ctx.request_id) from None
         if not ctx.stream:
             payload = result if isinstance(result, dict) else result.model_dump(exclude_none=True)
+            if isinstance(payload.get("model"), str):
+                payload["model"] = ctx.model  # the route's model as the client named it, never litellm's provider prefix
             if ctx.wire == "ollama":
                 payload = _ollama_whole(payload, ctx.model, generate)
             data = json.dumps(payload).encode()
@@ -126,27 +152,41 @@ async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, c
             asm.result.done = True
             ctx.assembled = asm.result
             return web.Response(body=data, content_type="application/json", headers=ctx.response_headers)
-        frames = _ollama_lines(result, ctx.model, generate) if ctx.wire == "ollama" else _frames(result, ctx.wire)
+        frames = _ollama_lines(result, ctx.model, generate) if ctx.wire == "ollama" else _frames(result, ctx.wire, ctx.model)
         return await _relay(request, ctx, frames, route)
 
 
-def _error(exc: Exception, route: Route) -> ProxyError:
+ERROR_CHARS = 2000
+"""How much of a translation error's cause the client and the log get (the whole of it, within reason)."""
+
+
+def _error(exc: Exception, route: Route, request_id: str | None = None) -> ProxyError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and 400 <= status < 600 else 502
-    message = str(getattr(exc, "message", "") or exc).splitlines()[0][:500]
-    log.warning("translation_failed", upstream=describe(route), status=status, error=type(exc).__name__)
-    return ProxyError(status, "translation_failed", f"the upstream {describe(route)} (through litellm's translation) "
-                      f"answered {status}: {message}")
+    message = " ".join(str(getattr(exc, "message", "") or exc).split())[:ERROR_CHARS]  # every line of the cause, on one
+    log.warning("translation_failed", request_id=request_id, upstream=describe(route), status=status, error=type(exc).__name__,
+                cause=message)
+    return ProxyError(status, "translation_failed", f"the upstream {describe(route)} (through litellm's translation) answered {status}: {message}")
 
 
-async def _frames(result: Any, wire: str) -> AsyncIterator[bytes]:
-    """The stream in the client's dialect: Anthropic's SSE events as litellm writes them, or OpenAI chunks as
-    ``data:`` lines ending with ``[DONE]``."""
+def _provider_prefixed(model: str) -> tuple[bytes, bytes]:
+    """The model as litellm names it in a stream (``openai/gpt-4o``), and as the client named it, as JSON bytes."""
+    return (json.dumps(f"openai/{model}").encode(), json.dumps(model).encode())
+
+
+async def _frames(result: Any, wire: str, model: str) -> AsyncIterator[bytes]:
+    """The stream in the client's dialect: Anthropic's SSE events as litellm writes them (the model as the client
+    named it, not litellm's ``openai/…``), or OpenAI chunks as ``data:`` lines ending with ``[DONE]``."""
+    prefixed, plain = _provider_prefixed(model)
     async for item in result:
         if wire == "anthropic":
-            yield item if isinstance(item, bytes) else str(item).encode()
+            frame = item if isinstance(item, bytes) else str(item).encode()
+            yield frame.replace(b'"model": ' + prefixed, b'"model": ' + plain).replace(b'"model":' + prefixed, b'"model":' + plain)
         else:
-            yield b"data: " + item.model_dump_json(exclude_none=True).encode() + b"\n\n"
+            chunk = item.model_dump(exclude_none=True)
+            if isinstance(chunk.get("model"), str):
+                chunk["model"] = model
+            yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
     if wire != "anthropic":
         yield b"data: [DONE]\n\n"
 
@@ -192,7 +232,7 @@ async def _relay(request: web.Request, ctx: RequestContext, frames: AsyncIterato
             asm.feed_lines(frame)
             await out.write(frame)
     except Exception as exc:  # noqa: BLE001 - end the stream the client's SDK way, never a hang
-        error = _error(exc, route)
+        error = _error(exc, route, ctx.request_id)
         asm.result.error = error.code
         await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))  # type: ignore[arg-type]
     await out.write_eof()

@@ -75,6 +75,8 @@ class Keeper:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._agent_tasks: dict[str, set[asyncio.Task[Any]]] = {}
         self.compactions: dict[str, int] = {"llm": 0, "fallback": 0, "unusable": 0, "stale": 0}
+        self.remember_failed = 0
+        """Requests whose memory work failed after the answer (logged as ``remember_failed``; GET /ruyi/v1/stats)."""
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` off the event loop."""
@@ -100,6 +102,7 @@ class Keeper:
             task = asyncio.create_task(self._remember(m.session.agent_id, m.session.session_id, list(ctx.new_messages), answer,
                                                       report if isinstance(report, dict) else None, archive))
         except Exception:  # noqa: BLE001 - fail open: the answer goes out whatever memory misses
+            self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
             return
         self._tasks.add(task)
@@ -116,7 +119,8 @@ class Keeper:
             if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
                 if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
                     await self.run(self.apply, agent_id, session_id, plan[1], "extractive")
-        except Exception:  # noqa: BLE001 - the answer is gone already; memory misses one request, logged
+        except Exception:  # noqa: BLE001 - the answer is gone already; memory misses one request, logged and counted
+            self.remember_failed += 1
             log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
 
     def _forget_task(self, agent_id: str, task: asyncio.Task[Any]) -> None:

@@ -36,6 +36,9 @@ def usage_from_openai(usage: Mapping[str, Any] | None) -> UpstreamUsage:
     if not isinstance(usage, Mapping):
         return UpstreamUsage(None, None)
     details = usage.get("prompt_tokens_details")
+    if "input_tokens" in usage and "prompt_tokens" not in usage:  # the Responses API's names
+        details = usage.get("input_tokens_details")
+        usage = {**usage, "prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
     cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
     if cached is None:
         cached = _int(usage.get("prompt_cache_hit_tokens"))

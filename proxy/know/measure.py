@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -26,6 +26,7 @@ from proxy.dialects.base import Assembled
 from proxy.know import tokens as token_module
 from proxy.know import window as window_module
 from proxy.know.calibration import Calibration, usage_from_anthropic, usage_from_ollama, usage_from_openai
+from proxy.know.learnt import LearntWindows, stated_limit
 from proxy.know.loaded_models import LoadedModels, ModelKey, keep_alive_seconds
 from proxy.know.server_window import ServerWindows
 from proxy.know.tiers import Tier, tier_for
@@ -137,6 +138,7 @@ class Measurer:
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
+        self.learnt = LearntWindows()
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""
@@ -189,13 +191,40 @@ class Measurer:
         """The model's window (for Ollama, or a local server that says, asked of the upstream once): the part of
         measuring done on the loop."""
         if ollama:
-            return await self.ollama_windows.window_for(model, body, OLLAMA_API.get(dialect_name, "openai"))  # type: ignore[arg-type]
+            found = await self.ollama_windows.window_for(model, body, OLLAMA_API.get(dialect_name, "openai"))  # type: ignore[arg-type]
+            return self._within_learnt(model, found)
         window = window_module.window_for(model, self.config.window)
         if window.source == "default" and self.config.window.ask_server and self.config.route_for(model).kind != "anthropic":
             window = await self._server_window(model, headers) or window
         if wants_context_1m(headers) and window.tokens < CONTEXT_1M:
             window = Window(CONTEXT_1M, "anthropic_beta")
-        return window
+        return self._within_learnt(model, window)
+
+    def _within_learnt(self, model: str, window: Window) -> Window:
+        """A window the server itself stated in a refusal wins when it is below every other source."""
+        learnt = self.learnt.get(self.config.route_for(model).url, model)
+        return Window(learnt, "learnt") if learnt is not None and learnt < window.tokens else window
+
+    def after_refusal(self, m: Measurement, model: str, error: bytes, sent_raw_tokens: int | None) -> Measurement | None:
+        """The upstream refused the prompt as too long and said its limit (and its count): remember the limit for
+        (upstream, model), calibrate Ruyi's count by the server's, and the request measured again within it (for the
+        one retry). None when the refusal states no number."""
+        stated = stated_limit(error)
+        if stated is None:
+            return None
+        limit, count = stated
+        route = self.config.route_for(model)
+        self.learnt.remember(route.url, model, limit)
+        sent = sent_raw_tokens or m.raw_tokens
+        if count is not None and sent > 0:
+            self.calibration.observe(model, sent, count)
+        scale = max(self.calibration.ratio(model), count / sent if count is not None and sent > 0 else 0.0)
+        window = Window(min(limit, m.window.tokens), "learnt")
+        tokens = round(m.raw_tokens * scale)
+        budget = budget_for(window.tokens, m.requested, self.config.window)
+        log.info("window_learnt", model=model, upstream=route.url, limit=limit, server_count=count, ruyi_count=sent)
+        return replace(m, window=window, budget=budget, tokens=tokens, scale=scale,
+                       tier=tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled))
 
     def measure(
         self, dialect_name: str, model: str, body: Mapping[str, Any], messages: Messages | None, headers: Mapping[str, str], ollama: bool,

@@ -34,7 +34,7 @@ class Window:
     """A model's window and where that number came from (for logs)."""
 
     tokens: int
-    source: Literal["config", "litellm", "default", "request", "model_info", "server_default", "server", "anthropic_beta"]
+    source: Literal["config", "litellm", "default", "request", "model_info", "server_default", "server", "anthropic_beta", "learnt"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,13 @@ class AppState:
             yield CounterMetricFamily("ruyi_upstream_pool_refused", "Requests answered 503: no upstream connection came free in time.",
                                       value=slots.refused)
         yield from _summarizer(longctx.summarizer if longctx is not None else None)
+        calls = app.get(appkeys.MCP_CALLS)
+        if calls is not None:
+            family = CounterMetricFamily("ruyi_mcp_calls", "Calls of Ruyi's MCP tools (/mcp) by tool and outcome: ok, refused "
+                                         "(a tool error the model read), failed.", labels=["tool", "outcome"])
+            for (tool, outcome), n in sorted(dict(calls).items()):
+                family.add_metric([tool, outcome], n)
+            yield family
 
 
 def _queues(queues: dict[str, Any]) -> Iterator[Metric]:

@@ -193,6 +193,7 @@ def _record(app: web.Application, ctx: RequestContext, raw_after: int, *, change
         "X-Ruyi-Tokens-After": str(after),
         "X-Ruyi-Tier": outcome.report["tier_after"] if outcome is not None and sent else m.tier.value,
         "X-Ruyi-Window": str(m.window.tokens),
+        "X-Ruyi-Window-Source": m.window.source,
     })
     return sent
 

@@ -35,7 +35,8 @@ PHRASES = re.compile(
     r"|is longer than the maximum model length|longer than the model's context length"
     r"|exceeds the available context size|input length exceeds the context length"
     r"|prompt is too long|exceed context limit"
-    r"|exceeds the maximum number of tokens allowed|too large for model with \d+ maximum context length",
+    r"|exceeds the maximum number of tokens allowed|too large for model with \d+ maximum context length"
+    r"|context length of only \d+",
 )
 """A prompt that did not fit, in the words of each server (matched on the lower-cased message)."""
 ANSWER_SIZE = (

@@ -165,3 +165,10 @@ def test_layout_mode_off_unquoted_in_yaml_and_environment(tmp_path: Path) -> Non
     f.write_text("layout:\n  mode: on\n", encoding="utf-8")  # not a mode: still a clear error
     with pytest.raises(ConfigError, match="layout.mode: expected one of"):
         load_config(f, {})
+
+
+def test_postgres_implies_a_shared_store(tmp_path: Path) -> None:
+    f = tmp_path / "ruyi.yaml"
+    f.write_text("store:\n  backend: postgres\n  url: postgresql://u@127.0.0.1:5432/test\n  shared: false\n")
+    assert load_config(f, {}).store.shared is True  # two replicas that did not say so would silently diverge
+    assert load_config(None, {}).store.shared is False

@@ -93,12 +93,13 @@ async def test_agents_sdk_chat_completions_model_requests(make_proxy: MakeProxy,
     assert session["requests"] == 2
 
 
-async def test_the_responses_api_passes_through_unrewritten(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    """The Agents SDK's default model speaks /v1/responses: Ruyi forwards it verbatim and measures nothing."""
+async def test_the_responses_api_is_measured_and_sent_as_is_when_nothing_needs_rewriting(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """The Agents SDK's default model speaks /v1/responses: Ruyi measures it (a session, a tier) and, with nothing to
+    rewrite, forwards the client's very bytes."""
     proxy = await make_proxy()
     body = json.dumps({"model": "gpt-4o", "include": [], "input": [{"content": "hi", "role": "user"}], "instructions": "Be brief.", "tools": []})
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/responses", data=body, headers={"Content-Type": "application/json"}) as resp:
-            assert resp.status == 404  # the fake has no Responses API: its answer is relayed
-            assert "X-Ruyi-Session" not in resp.headers and "X-Ruyi-Tokens-Before" not in resp.headers
+            assert resp.status == 200
+            assert "X-Ruyi-Session" in resp.headers and "X-Ruyi-Tier" in resp.headers
     assert fake.last().path == "/v1/responses" and fake.last().body == body.encode()

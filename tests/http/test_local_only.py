@@ -19,7 +19,9 @@ from tests.conftest import base_url, config_for
 from tests.fake_upstream import FakeUpstream
 
 MANAGEMENT = [("POST", "/api/pull"), ("POST", "/api/push"), ("POST", "/api/create"), ("POST", "/api/copy"),
-              ("DELETE", "/api/delete"), ("HEAD", "/api/blobs/sha256:0a1b"), ("POST", "/api/p%75ll")]
+              ("DELETE", "/api/delete"), ("HEAD", "/api/blobs/sha256:0a1b"), ("POST", "/api/p%75ll"),
+              ("POST", "/api/pull/"), ("POST", "/api/pull/./"), ("POST", "/api/Pull/"), ("POST", "/api/pull;x"),
+              ("POST", "/api/PUSH"), ("POST", "/api/blobs;x/sha256:0a1b")]
 
 
 async def over_unix_socket(config: Config, path: Path) -> AsyncIterator[aiohttp.ClientSession]:
@@ -87,3 +89,25 @@ def test_what_counts_as_local() -> None:
     for address in ("10.0.0.5", "172.18.0.1", "192.168.65.1", "", None, "not an address", "fe80::1%eth0"):
         assert not is_local(address, bare)
     assert is_local("172.18.0.1", docker) and is_local("192.168.65.1", docker) and not is_local("10.0.0.5", docker)
+
+
+async def test_readyz_names_the_upstream_only_to_local_callers(remote: aiohttp.ClientSession, upstream: TestServer) -> None:
+    async with remote.get("http://ruyi/readyz") as resp:
+        body = await resp.text()
+    assert resp.status == 200 and "ready" in body
+    assert "upstream" not in body and str(upstream.port) not in body and "127.0.0.1" not in body
+
+
+async def test_a_404_does_not_echo_the_path(remote: aiohttp.ClientSession) -> None:
+    async with remote.get("http://ruyi/ruyi/v1/<script>alert(1)</script>") as resp:
+        body = await resp.text()
+    assert resp.status in (403, 404) and "script" not in body
+    async with remote.get("http://ruyi/ruyi/nothing-here-xyz") as resp:
+        body = await resp.text()
+    assert "nothing-here-xyz" not in body
+
+
+async def test_the_dashboard_refuses_callers_that_are_not_local(remote: aiohttp.ClientSession) -> None:
+    for path in ("/ruyi/ui", "/ruyi/ui/static/app.js", "/ruyi/v1/agents", "/ruyi/v1/overview"):
+        async with remote.get("http://ruyi" + path) as resp:
+            assert resp.status == 403, path

@@ -132,3 +132,29 @@ def test_reports_and_audit_records_are_redacted_when_written(make_store: MakeSto
     assert secret not in str(store.reports("a", "s1", 10)) and secret not in str(store.audit("a", "s1"))
     assert "[REDACTED:" in str(store.audit("a", "s1"))
     store.close()
+
+
+def test_the_database_files_are_the_owners_only_in_an_existing_open_directory(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from memory.store.sqlite_database import Database
+    from memory.store.sqlite_store import SQLiteStore
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)  # as the Docker image makes /data
+    old = os.umask(0o022)
+    try:
+        (data / "old.db").write_bytes(b"")  # an existing file left world-readable by an older version
+        (data / "old.db").chmod(0o644)
+        stores = [SQLiteStore(data / "ruyi.db"), SQLiteStore(data / "old.db")]
+        keeper = Database(data / "ruyi.db")
+    finally:
+        os.umask(old)
+    try:
+        for path in data.iterdir():
+            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path.name
+    finally:
+        keeper.close()
+        for store in stores:
+            store.close()

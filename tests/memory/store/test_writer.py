@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
-from memory.store.base import Audit, Changes, SessionRecord, Store
+from memory.store.base import Audit, Changes, SessionRecord, Store, Turn
+from memory.store.sqlite_recall import Recall
+from memory.store.sqlite_store import SQLiteStore
 from memory.store.writer import Writer
 
 
@@ -57,3 +61,22 @@ async def test_a_failing_write_is_counted_never_raised(make_store: Callable[[], 
     await writer.drain()
     await writer.close()
     assert (writer.written, writer.failed) == (0, 1)
+
+
+
+async def test_a_lone_surrogate_fails_alone_and_is_stored_safely(tmp_path: Path) -> None:
+    """One tenant's text never drops another's records: a lone surrogate (valid JSON, not UTF-8) in raw turns of one
+    agent, in the same batch as a victim's; every record is written, that one with U+FFFD in the surrogate's place."""
+    path = tmp_path / "ruyi.db"
+    SQLiteStore(path).close()  # the schema
+    recall = Recall(path)
+    writer = Writer(recall)  # type: ignore[arg-type] - it writes Recall's items, as long-context recall does
+    for i in range(10):  # one batch (not started: written on close)
+        writer.put(Turn("victim", "s", i, f"v{i}", "user", {"role": "user", "content": f"fine {i}"}, f"fine {i}"))
+        writer.put(Turn("mallory", "m", i, f"m{i}", "user", {"role": "user", "content": "bad \ud800"}, "bad \ud800 text"))
+    await writer.close()
+    assert len(recall.turns("victim", "s")) == 10
+    stored = recall.turns("mallory", "m")
+    assert len(stored) == 10 and "\ufffd" in json.dumps(stored, ensure_ascii=False)
+    assert (writer.written, writer.failed, writer.failed_by_reason) == (20, 0, {})
+    recall.close()
