@@ -83,6 +83,9 @@ class StrategyContext:
     min_saving_tokens: int = 20
     conversation: Conversation | None = None
     memo: MutableMapping[Any, Any] | None = None
+    usable_tokens: int | None = None
+    """The window less the answer's reserve, on the same scale as ``count_tokens``: caps meant for big windows
+    (truncation's) are scaled down to it, so no single output outgrows a small window."""
 
     def __post_init__(self) -> None:
         check_int("protected_turns", self.protected_turns, minimum=0)

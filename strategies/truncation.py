@@ -17,6 +17,9 @@ from strategies.protection import ANCHOR
 
 HIGH, MEDIUM, LOW = 2, 1, 0
 _MIN_BUDGET = 256
+USABLE_SHARE = 0.3
+"""A tool output is cut to at most this share of the usable window (window less the answer's reserve): at 4,096 tokens
+about 630, at 8k about 1,800; from 16k up the configured cap (4,000) is the smaller."""
 _HEADER_RESERVE = 90
 _MARKER_COST = 10
 _HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
@@ -120,6 +123,8 @@ class Truncation:
 
     def budget(self, kind: str, ctx: StrategyContext) -> int:
         budget = self.options.max_tool_output_tokens
+        if ctx.usable_tokens is not None:  # a small window: at most this share of it (4,000 tokens from 16k up)
+            budget = min(budget, max(_MIN_BUDGET, int(USABLE_SHARE * ctx.usable_tokens)))
         if kind == "search":
             headroom = max(_MIN_BUDGET, int(self.options.grep_headroom * ctx.remaining_tokens))
             budget = min(budget, self.options.grep_max_tokens, headroom)

@@ -29,7 +29,7 @@ LIMIT_THEN_COUNT = (
     re.compile(r"maximum context length is (?P<limit>\d+) tokens?\.?\s*however,? (?:your messages resulted in|you requested|your request has|"
                r"your prompt contains at least) (?P<count>\d+)"),
     re.compile(r"maximum context length is (?P<limit>\d+) tokens?.{0,80}?\((?P<count>\d+) in the messages"),
-    re.compile(r"maximum context length is (?P<limit>\d+)"),
+    re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
 )
 COUNT_THEN_LIMIT = (
     re.compile(r"request \((?P<count>\d+) tokens?\) exceeds the available context size \((?P<limit>\d+) tokens?\)"),
@@ -41,6 +41,8 @@ COUNT_THEN_LIMIT = (
     re.compile(r"decoder prompt \(length (?P<count>\d+)\) is longer than the maximum model length of (?P<limit>\d+)"),
 )
 SCAN_BYTES = 16384
+LIMIT_MIN = 256
+"""A stated limit below this is no model's window (a misread message): not learnt."""
 MODELS_MAX = 1024
 """(upstream, model) windows learnt at most (least recently learnt forgotten first)."""
 
@@ -53,7 +55,7 @@ def stated_limit(body: bytes) -> tuple[int, int | None] | None:
     except ValueError:
         data = None
     error = data.get("error", data) if isinstance(data, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("n_ctx"), int):  # llama.cpp's server says it in fields
+    if isinstance(error, dict) and isinstance(error.get("n_ctx"), int) and error["n_ctx"] >= LIMIT_MIN:  # llama.cpp's fields
         count = error.get("n_prompt_tokens")
         return error["n_ctx"], count if isinstance(count, int) else None
     lowered = " ".join(text.lower().split())
@@ -62,7 +64,7 @@ def stated_limit(body: bytes) -> tuple[int, int | None] | None:
         if found is not None:
             limit = int(found["limit"])
             count = int(found["count"]) if "count" in pattern.groupindex and found["count"] else None
-            if limit > 0:
+            if limit >= LIMIT_MIN:
                 return limit, count
     return None
 

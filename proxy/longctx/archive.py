@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from hashlib import blake2b
 from typing import Any
 
@@ -175,6 +175,18 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept:])
     final = (*head_positions, *p.keep, *positions[p.kept:])
     return Archived(record, messages, final, tokens_after, raw_after, summary)
+
+
+SUMMARY_SHARE = 0.045
+"""The active summary (S1) is at most this share of the usable window: at 4,096 tokens about 100, at 8k about 270;
+from 16k up ``archive.summary_tokens`` (600) is the smaller. An archive must leave room for the turns it keeps."""
+SUMMARY_MIN = 100
+
+
+def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
+    """The options with the summary's budget scaled to a small usable window (the same object when nothing changes)."""
+    tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
+    return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
 
 
 def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary) -> str:

@@ -16,7 +16,7 @@ from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
 from conversation.messages import message_text
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
-from proxy.longctx.archive import Archived, Summary, block_of
+from proxy.longctx.archive import Archived, Summary, block_of, sized_for
 from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.options import S0Options
@@ -141,18 +141,19 @@ class LongCtx:
 
     def summarize(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
                   tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                  base: Sequence[Sequence[int]] = ()) -> Summary:
+                  base: Sequence[Sequence[int]] = (), summary_tokens: int | None = None) -> Summary:
         """S1 for the messages first..last and their chunks: an LLM's when one is ready for exactly them, else
         extractive; made once per end (ahead of need, or here), the same bytes either way. ``new``: the chunks
         among them not written yet."""
         mem = self.memory(agent_id, session_id)
         s1 = mem.s1
         held = s1 is not None and s1[0] <= last and links[s1[0]] == s1[1]
-        key = (first, last, links[last], tuple(tuple(b) for b in base), (s1[0], s1[1], hash(s1[2])) if held and s1 else None)
+        size = summary_tokens or self.options.summary_tokens
+        key = (first, last, links[last], tuple(tuple(b) for b in base), (s1[0], s1[1], hash(s1[2])) if held and s1 else None, size)
         with self._lock:
             found = mem.summaries.get(key)
         if found is None:
-            found = self._summarize(mem, client, links, tokens, first, last, count, base, s1 if held else None)
+            found = self._summarize(mem, client, links, tokens, first, last, count, base, s1 if held else None, size)
             with self._lock:
                 mem.unwritten.update(c.chunk_id for c in found.new)
                 mem.summaries[key] = found
@@ -163,7 +164,7 @@ class LongCtx:
 
     def _summarize(self, mem: SessionMemory, client: Sequence[Mapping[str, Any]], links: Sequence[str], tokens: Sequence[int],
                    first: int, last: int, count: Callable[[str], int] | None, base: Sequence[Sequence[int]],
-                   s1: tuple[int, str, str] | None) -> Summary:
+                   s1: tuple[int, str, str] | None, size: int) -> Summary:
         chunks, new = self._chunks(mem, client, links, tokens, first, last, count, base)
         digest = digest_of(chunks)
         task = message_text(client[first - 1]) if first > 0 and client[first - 1].get("role") == "user" else None
@@ -171,7 +172,7 @@ class LongCtx:
         if s1 is not None:  # an LLM's S1, and what happened since, extractive
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
             return Summary(s1[2] + ("" if later.empty else "\n\n" + redact(since(later, chinese))), tuple(chunks), tuple(new), chinese, "llm")
-        text = redact(compact(digest, task, self.options.summary_tokens))  # about 4 characters a token: the block is counted
+        text = redact(compact(digest, task, size))  # about 4 characters a token: the block is counted
         return Summary(text, tuple(chunks), tuple(new), chinese, "extractive" if self.summarizer is None else "extractive_fallback")
 
     def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int,
@@ -184,14 +185,15 @@ class LongCtx:
 
     def prepare(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
                 tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                base: Sequence[Sequence[int]] = (), number: int | None = None) -> list[Chunk]:
+                base: Sequence[Sequence[int]] = (), number: int | None = None, usable: float | None = None) -> list[Chunk]:
         """Make ahead of need what an archive of first..last uses: the complete chunks up to ``last`` (returned when
         made now, to be written), the last partial one, S1, and (for archive ``number``) the block's token count."""
         made = self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base, complete_only=True)[1]
-        summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base)
+        options = sized_for(self.options, usable) if usable is not None else self.options
+        summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base, options.summary_tokens)
         self.extractor.digest(client[last + 1:], last + 1)  # the calls after it classified: a later end finds them known
         if count is not None and number is not None:  # the counter remembers it: the archiving request finds it counted
-            count(block_of(self.options, client, number, first, last, summary))
+            count(block_of(options, client, number, first, last, summary))
             count(BLOCK_SEPARATOR)
         return made
 
@@ -290,7 +292,7 @@ class LongCtx:
         first = first if first is not None else mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
         base = mem.restart.archive.get("spans", ()) if mem.restart is not None else ()
         return self.prepare(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, first, mem.prepare_until,
-                            m.count_text, base, mem.prepare_number)
+                            m.count_text, base, mem.prepare_number, m.budget.usable / (m.scale or 1.0))
 
     async def drain(self) -> None:
         """Wait for the background work started so far."""

@@ -9,13 +9,16 @@ from typing import Any
 from proxy.context import RequestContext
 from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
-from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, with_record, worth
+from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.options import RetrievalOptions
 from proxy.longctx.restart import head_size
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
 from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
+
+RECALL_SHARE = 0.15
+"""A recalled block is at most this share of the usable window (window less the answer's reserve)."""
 
 Messages = list[dict[str, Any]]
 ACTIONS = ("archive", "prune", "pass")
@@ -84,6 +87,8 @@ class ArchiveStep:
         outcome.decisions.update(mem.decisions)  # type: ignore[arg-type] - a person's request done
         if not self.options.enabled or mem.requested == "pass":
             return messages
+        small = m.budget.usable / (m.scale or 1.0)  # the summary's budget scaled to a small window (archive.py: sized_for)
+        options, ahead_options = sized_for(self.options, small), sized_for(self.ahead, small)
         before, after = outcome.report.get("usage_before"), outcome.report.get("usage_after")  # tiers keep their meaning
         if isinstance(before, float) and isinstance(after, float):
             outcome.report.update(tier_before=tier_for(before, self.tiers, True).value, tier_after=tier_for(after, self.tiers, True).value)
@@ -112,13 +117,13 @@ class ArchiveStep:
             lead = self._lead(at, tokens, usable, ratio)
             p = None
             if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
-                p = plan(self.options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
+                p = plan(options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
                          self.tiers.prune, lead)
             pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
             if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find
-                ahead = plan(self.ahead, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
+                ahead = plan(ahead_options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
                              self.tiers.prune, lead)
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
                     mem.prepare_until, mem.prepare_number = ahead.end, number
@@ -129,11 +134,12 @@ class ArchiveStep:
 
         def summarize(first: int, last: int):  # noqa: ANN202 - the service's Summary
             prepared.append(service.is_prepared(s.agent_id, s.session_id, m.links, first, last, base))
-            return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base)
+            return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base,
+                                     options.summary_tokens)
 
         # after an upstream said too long, the window is smaller than Ruyi thought: aim at a share of what was sent
         budget = replace(m.budget, window=tokens + m.budget.reserve) if mem.overflow else m.budget
-        done = archive(self.options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
+        done = archive(options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
                        positions, per, raw_total, ratio, current, summarize, m.count_text, lead)
         if done is None:
             return messages
@@ -210,7 +216,9 @@ class RecallStep:
         def chunk(wanted: str) -> Mapping[str, Any] | None:
             return next((row for row in index.chunk(s.agent_id, wanted) if ours(row)), None)
 
-        block, mem.recall = recall(search, chunk, text, int(archive["end"]), self.options, m.count_text, None,
+        usable = m.budget.usable / (m.scale or 1.0)  # a small window gets a smaller block (2,000 tokens from 16k up)
+        options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
+        block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
                                    ["*"] if everyone else None)
         if block is None:
             return messages

@@ -102,7 +102,7 @@ class Pruner:
         failures: Counter[str] = Counter()
         base = StrategyContext(count_text, window, window, protected_turns=0,
                                protection=opts.protection, tools=self.tools, min_saving_tokens=opts.min_saving_tokens,
-                               memo=self.memo)
+                               memo=self.memo, usable_tokens=round(usable))
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:
