@@ -28,9 +28,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces  # noqa: E402
+from conversation.messages import is_error_output, message_text
 from proxy.replay.metrics import request_ends  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from strategies.conversation import is_error_output, message_text  # noqa: E402
 from strategies.purge_errors import error_lines  # noqa: E402
 from summaries.extractive import Extractor  # noqa: E402
 

@@ -32,7 +32,8 @@ if __package__ in (None, ""):  # run as `python bench/layout.py`: make `bench` i
 
 from bench.savings import TRACES, load_traces, markdown_table, run_strategy  # noqa: E402
 from config.load import load_config  # noqa: E402
-from proxy.keep.keeper import Keeper, NotebookOptions  # noqa: E402
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
 from proxy.know.tokens import TokenCounter  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
 from proxy.replay.run import Cl100kCounter, ReplayResult  # noqa: E402

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry
 from proxy.know import tokens, window
-from proxy.know.tiers import TierOptions, tier_for
+from proxy.know.options import TierOptions
+from proxy.know.tiers import tier_for
 from proxy.know.tokens import TokenCounter
 from proxy.replay.run import public_traces
 

@@ -27,7 +27,7 @@ from memory.chain import Fingerprinter, MessageChain  # noqa: E402
 from memory.sessions import SessionRegistry  # noqa: E402
 from memory.shared import SharedRegistry  # noqa: E402
 from memory.store.backend import open_store  # noqa: E402
-from memory.store.base import StoreOptions  # noqa: E402
+from memory.store.options import StoreOptions
 from proxy.http.log import configure_logging  # noqa: E402
 from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
 from proxy.replay.run import load_trace, request_ends  # noqa: E402

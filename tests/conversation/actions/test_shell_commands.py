@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from strategies.actions.effect import END, Effect
-from strategies.actions.shell_commands import (
+from conversation.actions.effect import END, Effect
+from conversation.actions.shell_commands import (
     command,
     compose,
     filtered,

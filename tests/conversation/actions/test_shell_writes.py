@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strategies.actions.shell_writes import (
+from conversation.actions.shell_writes import (
     file_op,
     git,
     patch,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strategies.actions.shell import END, parse_shell, split_heredocs, tokenize
+from conversation.actions.shell import END, parse_shell, split_heredocs, tokenize
 
 TABLE = json.loads((Path(__file__).parent / "shell_table.json").read_text())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from strategies.actions.effect import Effect, positional, resolve
+from conversation.actions.effect import Effect, positional, resolve
 
 _PY_OPEN = re.compile(r"open\(\s*[rbf]?(['\"])([^'\"\n]+)\1\s*,\s*(?:mode\s*=\s*)?[rbf]?(['\"])([^'\"]*)\3")
 _PY_PATH_WRITE = re.compile(r"Path\(\s*[rbf]?(['\"])([^'\"\n]+)\1\s*\)\.write_(?:text|bytes)\(")

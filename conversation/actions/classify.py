@@ -9,12 +9,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from conversation.actions import swe_agent
+from conversation.actions.effect import END, resolve
+from conversation.actions.options import OptionError
+from conversation.actions.shell import parse_shell
+from conversation.actions.shell_writes import patch_paths
 from redaction.redact import redact
-from strategies.actions import swe_agent
-from strategies.actions.effect import END, resolve
-from strategies.actions.options import OptionError
-from strategies.actions.shell import parse_shell
-from strategies.actions.shell_writes import patch_paths
 
 KINDS = frozenset({"read", "write", "edit", "search", "list", "shell", "other"})
 _LABEL_CHARS = 100

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from strategies.base import OptionError
-from strategies.actions.classify import (
+from conversation.actions.classify import (
     ClassifyState,
     ToolSpec,
     classify,
@@ -15,7 +15,7 @@ from strategies.actions.classify import (
     parse_arguments,
     tools_from_mapping,
 )
-from strategies.actions.effect import END
+from conversation.actions.effect import END
 from tests.strategies.factories import tool_call
 
 

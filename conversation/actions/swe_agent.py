@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from strategies.actions.effect import Effect, resolve
+from conversation.actions.effect import Effect, resolve
 
 COMMANDS = frozenset(
     {"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "find_file", "search_file", "search_dir",

@@ -1,8 +1,8 @@
-"""Tests for strategies/actions/options.py: one error type for bad options, shared with the strategies."""
+"""Tests for conversation/actions/options.py: one error type for bad options, shared with the strategies."""
 
 from __future__ import annotations
 
-from strategies.actions.options import OptionError
+from conversation.actions.options import OptionError
 from strategies.base import OptionError as ReExported
 
 

@@ -8,10 +8,10 @@ import zlib
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from strategies.actions import shell_commands as commands
-from strategies.actions import swe_agent
-from strategies.actions.effect import END, Effect, resolve
-from strategies.actions.shell_words import split_words
+from conversation.actions import shell_commands as commands
+from conversation.actions import swe_agent
+from conversation.actions.effect import END, Effect, resolve
+from conversation.actions.shell_words import split_words
 
 __all__ = ["END", "ShellAction", "parse_shell", "split_heredocs", "tokenize"]
 

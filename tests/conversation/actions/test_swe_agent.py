@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strategies.actions.swe_agent import command, footer, shown_file, window
+from conversation.actions.swe_agent import command, footer, shown_file, window
 
 OUTPUT = (
     "[File: /testbed/src/x.py (372 lines total)]\n(272 more lines above)\n273:    a = 1\n274:    b = 2\n"

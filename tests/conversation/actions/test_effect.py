@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strategies.actions.effect import command_name, positional, resolve
+from conversation.actions.effect import command_name, positional, resolve
 
 
 def test_resolve() -> None:

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from strategies.actions.shell_words import split_words
+from conversation.actions.shell_words import split_words
 from tests.traces import load, trace_files
 
 PIECES = [*" \t\r\n();<>|&'\"\\abc$~-./*?=#{}\x0b\xe9", "&&", "||", ">>", "'x y'", '"a\\"b"', "\\\n", "RUYIQ1"]

@@ -6,8 +6,8 @@ import re
 import shlex
 from dataclasses import replace
 
-from strategies.actions import shell_writes
-from strategies.actions.effect import END, Effect, command_name, positional, resolve
+from conversation.actions import shell_writes
+from conversation.actions.effect import END, Effect, command_name, positional, resolve
 
 WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _PREFIXES = frozenset({"sudo", "nohup", "command", "exec", "time", "builtin", "stdbuf", "nice"})
