@@ -38,8 +38,8 @@ test: install-test
 	$(BIN)/python -m pytest -q -m 'not slow' $(PYTEST_ARGS)
 
 bench: install-test
-	$(BIN)/python bench/overhead.py
-	$(BIN)/python bench/savings.py
+	$(BIN)/python bench/speed/overhead.py
+	$(BIN)/python bench/savings/savings.py
 
 clean:
 	rm -rf $(VENV) .ruyi .pytest_cache build *.egg-info .agents .artifacts

@@ -8,8 +8,8 @@ percentile latency. Each configuration is run ``--rounds`` times, interleaved, a
 machine is shared: the best is the least disturbed). A new connection per request, so the kernel spreads them
 over the workers (SO_REUSEPORT picks a worker per connection).
 
-    .venv/bin/python bench/workers.py                       # 1 worker, and 2 (the cores of this machine), SQLite
-    .venv/bin/python bench/workers.py --workers 1 2 4 --pg postgresql://postgres@127.0.0.1:5432/test
+    .venv/bin/python bench/durable/workers.py                       # 1 worker, and 2 (the cores of this machine), SQLite
+    .venv/bin/python bench/durable/workers.py --workers 1 2 4 --pg postgresql://postgres@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, fake_upstream, free_port, spawn, stop  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Savings benchmark: every public trace replayed at 8k, 16k and 32k windows, Ruyi beside the usual answers.
 
-Usage: ``python bench/savings.py [--traces DIR] [--windows 8000,16000,32000] [--only NAME,...] [--json]``.
+Usage: ``python bench/savings/savings.py [--traces DIR] [--windows 8000,16000,32000] [--only NAME,...] [--json]``.
 Every strategy sees the same requests (see proxy/replay.py for the definitions of each column).
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as `python bench/savings.py`: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import baselines  # noqa: E402
+from bench.savings import baselines  # noqa: E402
 from config.load import load_config  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
 from proxy.know.tokens import TokenCounter  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402

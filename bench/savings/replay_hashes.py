@@ -6,9 +6,9 @@ registry, skipped requests; and through the real proxy over HTTP (a fake upstrea
 forwarded) for the OpenAI and Ollama dialects. A scenario's hash covers, for every request in order, the
 body forwarded (or, offline, the rewritten messages) and the DCP report without its request id.
 
-    .venv/bin/python bench/replay_hashes.py                         # prints one line per scenario
-    .venv/bin/python bench/replay_hashes.py --save before.json      # keep the per-request hashes
-    .venv/bin/python bench/replay_hashes.py --compare before.json   # name the first request that differs
+    .venv/bin/python bench/savings/replay_hashes.py                         # prints one line per scenario
+    .venv/bin/python bench/savings/replay_hashes.py --save before.json      # keep the per-request hashes
+    .venv/bin/python bench/savings/replay_hashes.py --compare before.json   # name the first request that differs
 
 A refactoring shows the same hashes before and after; a behaviour change shows which scenarios moved and
 from which request on. Exit status 1 when ``--compare`` finds a difference.
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from aiohttp import ClientSession, web  # noqa: E402

@@ -1,6 +1,6 @@
 """What archives do on the public traces: how often, why, what the summary keeps, what they cost in rewrite time.
 
-Usage: ``python bench/archives.py [--traces DIR] [--windows 8000,16000,32000] [--json]``.
+Usage: ``python bench/savings/archives.py [--traces DIR] [--windows 8000,16000,32000] [--json]``.
 
 Every trace is replayed as its requests through Ruyi (default config) at each window. For each archive:
 - kept: the summary carried in the request names every file the archived messages changed (as Ruyi's classifier
@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces  # noqa: E402
+from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces  # noqa: E402
 from conversation.messages import is_error_output, message_text
 from proxy.replay.metrics import request_ends  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402

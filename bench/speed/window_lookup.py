@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from config.load import load_config  # noqa: E402
 from proxy.http.app import make_app  # noqa: E402

@@ -1,13 +1,13 @@
 """Layout benchmark: what the sections cost the prompt cache, every public trace replayed with ``layout.mode`` off beside append.
 
-Usage: ``python bench/layout.py [--traces DIR] [--windows 32000] [--json]``.
+Usage: ``python bench/savings/layout.py [--traces DIR] [--windows 32000] [--json]``.
 
-Each variant replays every trace through the offline pipeline (bench/savings.py's measures: tokens, cache hit of the
+Each variant replays every trace through the offline pipeline (bench/savings/savings.py's measures: tokens, cache hit of the
 previous request, cost with caching at 10 %, needles, requests over the window), in one run:
 
 - ``off``: Ruyi adds nothing (pruning and archives as by default);
 - ``append, nothing stored``: the default config and no memory, workspace or cards: after an archive only the compact
-  form and the yellow-light reminder are added (what bench/savings.py's Ruyi row does);
+  form and the yellow-light reminder are added (what bench/savings/savings.py's Ruyi row does);
 - ``append``: the agent has a notebook (three entries), three active anchors (one constraint, two decisions), its
   workspace has an AGENTS.md (and a nested one) and three knowledge cards that match words the traces use;
 - ``append, reminder false``: the same with ``layout.reminder: false`` (no compact form or reminder after an archive);
@@ -27,10 +27,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as `python bench/layout.py`: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as `python bench/savings/layout.py`: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings import TRACES, load_traces, markdown_table, run_strategy  # noqa: E402
+from bench.savings.savings import TRACES, load_traces, markdown_table, run_strategy  # noqa: E402
 from config.load import load_config  # noqa: E402
 from proxy.keep.keeper import Keeper
 from proxy.keep.options import NotebookOptions

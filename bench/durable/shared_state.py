@@ -1,13 +1,13 @@
 """What sharing a store between replicas adds to a request's session work: one process's registry beside two replicas'
 registries taking turns on one store (every request finds the other's newer row and reads it back), in one run.
 
-Every public trace is replayed as its agent's requests (bench/store.py's method, whose ``Side`` this reuses): per
+Every public trace is replayed as its agent's requests (bench/durable/store.py's method, whose ``Side`` this reuses): per
 request, resolve the session, record the facts and the pruning outcome, write before forwarding; for the replicas
 also locating the session, taking its lock (SQLite: a record lock beside the file; PostgreSQL: an advisory lock)
 and checking its version. Pruning is the same for all and not timed; the rewrites must be identical.
 
-    .venv/bin/python bench/shared_state.py
-    .venv/bin/python bench/shared_state.py --pg postgresql://postgres@127.0.0.1:5432/test
+    .venv/bin/python bench/durable/shared_state.py
+    .venv/bin/python bench/durable/shared_state.py --pg postgresql://postgres@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.store import MODEL, TRACES, Side, quantile  # noqa: E402
+from bench.durable.store import MODEL, TRACES, Side, quantile  # noqa: E402
 from config.load import load_config  # noqa: E402
 from memory.chain import Fingerprinter, MessageChain  # noqa: E402
 from memory.sessions import SessionRegistry  # noqa: E402

@@ -13,7 +13,7 @@ and ``load_session`` (a session not in memory). The same SQL on both drivers (lo
 statements in one transaction, which psycopg sends as one pipeline and asyncpg, which has no pipeline across
 statements, one by one). Each request goes to every side in turn, the order rotating; medians of all calls.
 
-    .venv/bin/python bench/pg_driver.py [--requests 400] [--rounds 5] [--url postgresql://postgres@127.0.0.1:5432/test]
+    .venv/bin/python bench/durable/pg_driver.py [--requests 400] [--rounds 5] [--url postgresql://postgres@127.0.0.1:5432/test]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from memory.store.base import ChainUpdate, Changes, SessionRecord, Store  # noqa: E402
 from memory.store.pg_store import _LOAD_SESSION, PgStore  # noqa: E402

@@ -11,7 +11,7 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry

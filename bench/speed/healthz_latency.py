@@ -4,8 +4,8 @@ Three requests, one at a time, each through a real `ruyi serve`: one with a 25 M
 (the public traces repeated, every text unique), and 50,000 tiny messages. While each is in flight, a second
 client asks /healthz again and again (10 ms apart) and keeps the slowest answer.
 
-    .venv/bin/python bench/healthz_latency.py                       # this tree
-    .venv/bin/python bench/healthz_latency.py --root /tmp/before    # the same bench against another checkout
+    .venv/bin/python bench/speed/healthz_latency.py                       # this tree
+    .venv/bin/python bench/speed/healthz_latency.py --root /tmp/before    # the same bench against another checkout
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
 

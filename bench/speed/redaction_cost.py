@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from proxy.http.log import REDACTED, Redactor, is_secret_field  # noqa: E402
 from proxy.replay.run import public_traces

@@ -5,8 +5,8 @@ requests (the longest public trace, 276 messages, every message made unique so n
 sessions arrive at once. The client times every SSE event it receives; a stall shows as a gap well above 20 ms.
 The stream and the long requests go to two upstream processes, so the upstream's own work cannot stall the stream.
 
-    .venv/bin/python bench/stream_stall.py                       # this tree
-    .venv/bin/python bench/stream_stall.py --root /tmp/before    # the same bench against another checkout
+    .venv/bin/python bench/speed/stream_stall.py                       # this tree
+    .venv/bin/python bench/speed/stream_stall.py --root /tmp/before    # the same bench against another checkout
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
 

@@ -8,8 +8,8 @@ with ``--pg``, ``two-postgres``. The fake upstream runs in this process and keep
 configuration: whether every forwarded body equals ``one``'s byte for byte, and the client's time per request
 (mean and median, the best of ``--rounds`` interleaved rounds).
 
-    .venv/bin/python bench/replicas.py
-    .venv/bin/python bench/replicas.py --pg postgresql://postgres@127.0.0.1:5432/test --rounds 3
+    .venv/bin/python bench/durable/replicas.py
+    .venv/bin/python bench/durable/replicas.py --pg postgresql://postgres@127.0.0.1:5432/test --rounds 3
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, free_port, spawn, stop  # noqa: E402
 from proxy.replay.run import public_traces  # noqa: E402

@@ -5,9 +5,9 @@ N clients (1,000 by default) open a stream each at once through a real `ruyi ser
 time to first byte grows by whole stream lengths. With ``--max-connections`` and ``--pool-wait`` the pool is made
 small on purpose, to show the bounded wait ending in a 503 instead of a hang.
 
-    .venv/bin/python bench/pool.py                                             # this tree, its defaults
-    .venv/bin/python bench/pool.py --root /tmp/before                          # another checkout
-    .venv/bin/python bench/pool.py --clients 300 --max-connections 100 --pool-wait 1
+    .venv/bin/python bench/speed/pool.py                                             # this tree, its defaults
+    .venv/bin/python bench/speed/pool.py --root /tmp/before                          # another checkout
+    .venv/bin/python bench/speed/pool.py --clients 300 --max-connections 100 --pool-wait 1
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
 

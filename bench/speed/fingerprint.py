@@ -20,7 +20,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from config.load import load_config  # noqa: E402
 from memory.chain import Fingerprinter  # noqa: E402

@@ -1,9 +1,9 @@
 """What the metrics cost a request, alone: ``RequestMetrics.record`` with a pruned request's access facts, and one scrape.
 
 Load on a shared machine moves end-to-end latency by more than this costs; timing the call itself says what the hot
-path pays, in microseconds, beside the server CPU per request that bench/overhead.py reports.
+path pays, in microseconds, beside the server CPU per request that bench/speed/overhead.py reports.
 
-    .venv/bin/python bench/metrics_cost.py            # -n calls per round, --rounds
+    .venv/bin/python bench/speed/metrics_cost.py            # -n calls per round, --rounds
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 

@@ -5,9 +5,9 @@ longest public trace, repeated: the session's warm path) at concurrency 1. Besid
 second, each server's CPU time per request (all its threads, from /proc): the machine's load moves the latency
 columns, much less this one.
 
-    .venv/bin/python bench/overhead.py                        # this tree
-    .venv/bin/python bench/overhead.py --root /tmp/before     # the same bench against another checkout
-    .venv/bin/python bench/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
+    .venv/bin/python bench/speed/overhead.py                        # this tree
+    .venv/bin/python bench/speed/overhead.py --root /tmp/before     # the same bench against another checkout
+    .venv/bin/python bench/speed/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ruyi as ruyi_process  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 from proxy.replay.run import public_traces  # noqa: E402
 
 # RUYI_TRACE_DIR, else shared/traces beside the checkout
@@ -158,7 +158,7 @@ def main() -> None:
     up, mini, ruyi = free_port(), free_port(), free_port()
     procs = [spawn([sys.executable, "bench/fake_upstream_server.py", str(up)], up)]
     try:
-        procs.append(spawn([sys.executable, "bench/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
+        procs.append(spawn([sys.executable, "bench/speed/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
         procs.append(ruyi_process(ruyi, f"http://127.0.0.1:{up}/v1", {}, args.root))
         targets = {"direct": f"http://127.0.0.1:{up}", "minimal": f"http://127.0.0.1:{mini}", "ruyi": f"http://127.0.0.1:{ruyi}"}
         pids = {"direct": procs[0].pid, "minimal": procs[1].pid, "ruyi": procs[2].pid}

@@ -1,12 +1,12 @@
-"""What the durable store adds to a request on SQLite and on PostgreSQL, side by side in one run (bench/store.py's method).
+"""What the durable store adds to a request on SQLite and on PostgreSQL, side by side in one run (bench/durable/store.py's method).
 
 Every public trace is replayed as its agent's requests through three registries: in memory, over SQLite, over
 PostgreSQL (a schema of its own, dropped after), the order rotating per request. Timed per request: the session-state
-work done before forwarding (resolve, record, and with a store its one transaction), as in bench/store.py; background
+work done before forwarding (resolve, record, and with a store its one transaction), as in bench/durable/store.py; background
 records are written off the clock. Halfway through each trace both stores are reopened (a restart): that request
 reads its session back.
 
-    .venv/bin/python bench/pg_store.py [--window 16000] [--url postgresql://postgres@127.0.0.1:5432/test]
+    .venv/bin/python bench/durable/pg_store.py [--window 16000] [--url postgresql://postgres@127.0.0.1:5432/test]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from config.load import load_config  # noqa: E402

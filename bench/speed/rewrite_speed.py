@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from config.load import load_config  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
