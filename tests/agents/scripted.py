@@ -9,6 +9,7 @@ Ruyi forwarded it."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ SCRIPTED = web.AppKey("scripted", object)
 
 @dataclass
 class Scripted:
+    mode: str = "work"
+    """``work``: the script above; ``recall``: one big output, then Ruyi's MCP ``recall`` of its placeholder's ref."""
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -53,10 +56,32 @@ def step_of(body: dict[str, Any]) -> int:
     return max(done) + 1 if done else 0
 
 
-def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+RECALL_TOOL = "mcp__ruyi__recall"
+RECALLED = "RECALLED-OK"
+REF = re.compile(r"\bref (r[0-9a-f]{12})\b")
+
+
+def recall_script(body: dict[str, Any], tools: set[Any]) -> list[dict[str, Any]]:
+    """Print 5,000 numbers (Ruyi truncates them on arrival, keeping the original under a ref), call Ruyi's ``recall``
+    with that ref, then say whether the original came back (a middle line the truncation left out)."""
+    step = step_of(body)
+    if step == 0:
+        return [{"type": "tool_use", "id": "toolu_script_0", "name": "Bash", "input": {"command": "seq 1 5000", "description": "Print numbers"}}]
+    if step == 1:
+        found = REF.search(json.dumps(body.get("messages")))
+        if found is None or RECALL_TOOL not in tools:
+            return [{"type": "text", "text": "NO-REF-OR-TOOL"}]
+        return [{"type": "tool_use", "id": "toolu_script_1", "name": RECALL_TOOL, "input": {"id": found.group(1)}}]
+    last = json.dumps((body.get("messages") or [{}])[-1])
+    return [{"type": "text", "text": RECALLED if "\\n1500\\n" in last else "RECALL-FAILED"}]
+
+
+def answer(body: dict[str, Any], mode: str = "work") -> list[dict[str, Any]]:
     tools = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
     if not tools:
         return [{"type": "text", "text": "ok"}]
+    if mode == "recall":
+        return recall_script(body, tools)
     if is_subagent(body):
         return [{"type": "text", "text": SUB_RESULT}]
     step = step_of(body)
@@ -75,7 +100,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
-    blocks = answer(body)
+    blocks = answer(body, scripted.mode)
     stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
     usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {"id": f"msg_script_{len(scripted.received)}", "type": "message", "role": "assistant", "model": body.get("model"),
