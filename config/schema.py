@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import ipaddress
-import os
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -26,16 +25,10 @@ from proxy.longctx.turns import S0Options
 from proxy.observe.audit_file import AuditOptions
 from proxy.observe.metrics import MetricsOptions
 from summaries.llm import SummarizerOptions
+from redaction.secrets import resolve_secret
 from proxy.rewrite.pruning import PruningOptions
 
 UpstreamKind = Literal["openai", "ollama", "anthropic"]
-
-
-def resolve_secret(value: str | None) -> str | None:
-    """A literal secret, or ``env:NAME`` read from the environment (``None`` when unset)."""
-    if value is None or not value.startswith("env:"):
-        return value
-    return os.environ.get(value[4:]) or None
 
 
 def _check_url(url: str) -> None:

@@ -50,9 +50,6 @@ class AnthropicMessages(Dialect):
             raise ValueError("the pipeline changed the number of messages; Anthropic bodies are rewritten block by block")
         return {**body, "messages": write_back(body["messages"], found[1], before, after)}
 
-    def assembler(self) -> AnthropicAssembler:
-        return AnthropicAssembler()
-
     def server_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
         return context_management_summary(body)
 

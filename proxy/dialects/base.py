@@ -75,9 +75,6 @@ class Dialect:
         ``positions``: each of ``after``'s messages' position in ``before`` (-1: added), when messages were removed or added."""
         raise NotImplementedError
 
-    def assembler(self) -> Assembler:
-        raise NotImplementedError
-
     def server_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """What the client asked its provider to clear on its side (Anthropic's ``context_management``), if anything."""
         return None

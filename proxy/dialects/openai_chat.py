@@ -24,9 +24,6 @@ class OpenAIChat(Dialect):
     def with_messages(self, body: dict[str, Any], before: Messages, after: Messages, positions: Sequence[int] | None = None) -> dict[str, Any]:
         return body if after is before else {**body, "messages": after}
 
-    def assembler(self) -> OpenAIAssembler:
-        return OpenAIAssembler()
-
 
 OPENAI_CHAT = OpenAIChat("openai_chat", "openai")
 
