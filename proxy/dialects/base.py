@@ -18,7 +18,7 @@ without a second redesign:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -54,6 +54,14 @@ class Assembler(Protocol):
     def feed_lines(self, data: bytes) -> None: ...
 
     def feed_object(self, obj: dict[str, Any]) -> None: ...
+
+
+def sse_data(data: bytes) -> Iterator[bytes]:
+    """The payload of each SSE ``data:`` line in ``data`` (stripped); every other line (``event:``, blank) skipped."""
+    for raw in data.splitlines():
+        line = raw.strip()
+        if line.startswith(b"data:"):
+            yield line[5:].strip()
 
 
 @dataclass(frozen=True)

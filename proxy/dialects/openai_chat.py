@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy import json_codec
-from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts
+from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts, sse_data
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,7 @@ class OpenAIAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
 
     def feed_lines(self, data: bytes) -> None:
-        for raw in data.splitlines():
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
+        for payload in sse_data(data):
             if payload == b"[DONE]":
                 self.result.done = True
                 continue
