@@ -6,6 +6,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY strategies ./strategies
+COPY conversation ./conversation
 COPY config ./config
 COPY memory ./memory
 COPY summaries ./summaries

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: install install-test browser run test bench clean
+.PHONY: install install-test browser agents run test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,8 +13,16 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/uv pip install -q --python $(BIN)/python -e .
 
-install-test: $(BIN)/python browser
+install-test: $(BIN)/python browser agents
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'
+
+# The agents suite drives real agent CLIs through Ruyi: the pinned versions of tests/agents/package-lock.json, installed
+# into .agents/ (no network at test time; the tests skip and say why when npm is missing).
+agents: .agents/node_modules/.package-lock.json
+.agents/node_modules/.package-lock.json: tests/agents/package.json tests/agents/package-lock.json
+	@mkdir -p .agents && cp tests/agents/package.json tests/agents/package-lock.json .agents/
+	@command -v npm >/dev/null 2>&1 && (cd .agents && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+		|| echo "npm not found or failed: the agents suite will skip"
 
 # The dashboard's browser tests drive Debian's chromium (browsers cannot be downloaded by playwright here); as root with
 # apt-get it is installed, elsewhere the tests skip and say why.
@@ -30,8 +38,8 @@ test: install-test
 	$(BIN)/python -m pytest -q -m 'not slow' $(PYTEST_ARGS)
 
 bench: install-test
-	$(BIN)/python bench/overhead.py
-	$(BIN)/python bench/savings.py
+	$(BIN)/python bench/speed/overhead.py
+	$(BIN)/python bench/savings/savings.py
 
 clean:
-	rm -rf $(VENV) .ruyi .pytest_cache build *.egg-info
+	rm -rf $(VENV) .ruyi .pytest_cache build *.egg-info .agents .artifacts

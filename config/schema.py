@@ -12,21 +12,21 @@ from urllib.parse import urlsplit
 from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
 from memory.identity import agent_of_key
 from memory.session import SessionOptions
-from memory.store.base import StoreOptions
-from proxy.know.calibration import CalibrationOptions
-from proxy.know.tiers import TierOptions
-from proxy.know.tokens import TokenOptions
-from proxy.keep.keeper import NotebookOptions
-from proxy.know.window import OllamaOptions, WindowOptions
+from memory.store.options import StoreOptions
+from proxy.keep.options import NotebookOptions
+from proxy.know.options import CalibrationOptions
+from proxy.know.options import TierOptions
+from proxy.know.options import TokenOptions
+from proxy.know.options import OllamaOptions, WindowOptions
 from proxy.layout.options import LayoutOptions
-from proxy.longctx.archive import ArchiveOptions
-from proxy.longctx.retrieval import RetrievalOptions
-from proxy.longctx.turns import S0Options
-from proxy.observe.audit_file import AuditOptions
-from proxy.observe.metrics import MetricsOptions
-from summaries.llm import SummarizerOptions
+from proxy.longctx.options import ArchiveOptions
+from proxy.longctx.options import RetrievalOptions
+from proxy.longctx.options import S0Options
+from proxy.observe.options import AuditOptions
+from proxy.observe.options import MetricsOptions
+from proxy.rewrite.options import PruningOptions
+from summaries.options import SummarizerOptions
 from redaction.secrets import resolve_secret
-from proxy.rewrite.pruning import PruningOptions
 
 UpstreamKind = Literal["openai", "ollama", "anthropic"]
 

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the proxy", description="Run the proxy (defaults: 127.0.0.1:8787 in front of Ollama).")
     serve.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     serve.add_argument("--upstream", metavar="URL", help="default upstream base URL (also RUYI_UPSTREAM)")
-    serve.add_argument("--upstream-kind", choices=("openai", "ollama"), help="wire format of --upstream (guessed when omitted)")
+    serve.add_argument("--upstream-kind", choices=("openai", "ollama", "anthropic"), help="wire format of --upstream (guessed when omitted)")
     serve.add_argument("--host", metavar="H", help="interface to listen on (also RUYI_HOST)")
     serve.add_argument("--port", metavar="P", type=int, help="port to listen on (also RUYI_PORT)")
     serve.add_argument("--workers", metavar="N", type=int,

@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from strategies.actions.options import OptionError  # noqa: F401 - re-exported: the strategies' option checks raise it
+from conversation.actions.options import OptionError  # noqa: F401 - re-exported: the strategies' option checks raise it
 
 if TYPE_CHECKING:
-    from strategies.actions.classify import ToolSpec
+    from conversation.actions.classify import ToolSpec
     from strategies.conversation import Conversation
     from strategies.protection import Protection
 
@@ -53,7 +53,7 @@ def _default_protection() -> Protection.Options:
 
 
 def _default_tools() -> Mapping[str, ToolSpec]:
-    from strategies.actions.classify import DEFAULT_TOOLS
+    from conversation.actions.classify import DEFAULT_TOOLS
 
     return DEFAULT_TOOLS
 
@@ -106,11 +106,6 @@ class Strategy(Protocol):
     def __init__(self, options: Any = None) -> None: ...
 
     def propose(self, messages: list[dict[str, Any]], ctx: StrategyContext) -> list[Replacement]: ...
-
-
-def text_key(text: str) -> tuple[int, int]:
-    """A text's stand-in in cache keys: its hash and length, so a cache never holds the text itself."""
-    return hash(text), len(text)
 
 
 def check_int(name: str, value: object, minimum: int = 0) -> None:

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from conversation.messages import Call
 from strategies.base import Replacement, StrategyContext, check_strings
-from strategies.conversation import Call, Conversation, analyze
+from strategies.conversation import Conversation, analyze
 from strategies.placeholder import replace_output
 
 _BY_KEY = frozenset({"read", "search", "list"})

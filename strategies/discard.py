@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from conversation.messages import Call
 from strategies.base import Replacement, StrategyContext, check_int
-from strategies.conversation import Call, analyze
+from strategies.conversation import analyze
 from strategies.placeholder import replace_output
 
 

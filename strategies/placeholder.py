@@ -8,12 +8,14 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from conversation.messages import text_key
 from redaction.redact import redact, redact_value
-from strategies.base import ARGS_PREFIX, CONTENT, Replacement, text_key
+from strategies.base import ARGS_PREFIX, CONTENT, Replacement
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
-    from strategies.conversation import Call, Conversation
+    from strategies.conversation import Conversation
+    from conversation.messages import Call
 
 KEEP_ARGUMENT_CHARS = 80
 WRAPPER_LINE = re.compile(r"^\s*(?:</?[\w-]+>|<returncode>-?\d+</returncode>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")

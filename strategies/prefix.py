@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext
-    from strategies.actions.classify import ToolSpec
-    from strategies.conversation import Call
+    from conversation.actions.classify import ToolSpec
+    from conversation.messages import Call
     from strategies.protection import Protection
 
 Frontier = tuple[int, int, str | None, str | None, tuple[tuple[str, tuple[str, ...]], ...]]

@@ -9,7 +9,8 @@ from fnmatch import translate
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from strategies.base import check_strings, text_key
+from conversation.messages import text_key
+from strategies.base import check_strings
 
 if TYPE_CHECKING:
     from strategies.base import StrategyContext

@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from conversation.messages import Call, text_key
 from redaction.redact import redact
-from strategies.base import CONTENT, Replacement, StrategyContext, check_int, text_key
-from strategies.conversation import Call, Conversation, analyze
+from strategies.base import CONTENT, Replacement, StrategyContext, check_int
+from strategies.conversation import Conversation, analyze
 from strategies.placeholder import (
     WRAPPER_LINE,
     Built,

@@ -8,16 +8,10 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, ClassVar
 
+from conversation.messages import Call, text_key
 from redaction.redact import redact
-from strategies.base import (
-    CONTENT,
-    Replacement,
-    StrategyContext,
-    check_fraction,
-    check_int,
-    text_key,
-)
-from strategies.conversation import Call, analyze
+from strategies.base import CONTENT, Replacement, StrategyContext, check_fraction, check_int
+from strategies.conversation import analyze
 from strategies.placeholder import kept_as, ref_id
 from strategies.protection import ANCHOR
 

@@ -7,9 +7,10 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from strategies.actions.classify import DEFAULT_TOOLS, ToolSpec
+from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
+from conversation.messages import message_text
 from strategies.base import StrategyContext
-from strategies.conversation import analyze, message_text
+from strategies.conversation import analyze
 from strategies.protection import ANCHOR
 from strategies.purge_errors import error_lines
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies.actions.classify import DEFAULT_TOOLS, ClassifyState, ToolSpec, classify
-from strategies.conversation import is_error_output, message_text
+from conversation.actions.classify import DEFAULT_TOOLS, ClassifyState, ToolSpec, classify
+from conversation.messages import is_error_output, message_text
 from strategies.purge_errors import error_lines
 
 PER_ARCHIVE = 2

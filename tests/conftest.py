@@ -15,11 +15,12 @@ from aiohttp.test_utils import TestServer
 
 from config.load import load_config
 from config.schema import Config
+from memory.store.backend import open_database, open_recall, open_store
+from memory.store.base import KeeperDatabase, Store
+from memory.store.options import StoreOptions
 from proxy.http.app import make_app
 from proxy.http.exposure import server_options
 from proxy.rewrite.steps import default_steps
-from memory.store.backend import open_database, open_recall, open_store
-from memory.store.base import KeeperDatabase, Store, StoreOptions
 from tests import pg
 from tests.fake_upstream import FakeUpstream, make_fake_app
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,14 @@ class AgentSettings:
     """The agent's cards folder (replaces ``cards.project_dir``; a relative path is taken from its workspace root)."""
     global_cards: bool = True
     """false: the agent gets none of ``cards.global_dir``."""
+
+
+class CardSettings(Protocol):
+    """The config sections an agent's workspace is worked out from (the whole config has them)."""
+
+    @property
+    def cards(self) -> CardsOptions: ...
+    @property
+    def workspace(self) -> WorkspaceOptions: ...
+    @property
+    def agents(self) -> Mapping[str, AgentSettings]: ...

@@ -6,15 +6,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memory.cards.card import Card
 from memory.cards.index import CardIndex
-from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
+from memory.cards.options import AgentSettings, CardSettings, CardsOptions, WorkspaceOptions
 from memory.cards.rules import ProjectRules, Rules
-
-if TYPE_CHECKING:
-    from config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ def workspace_of(cards: CardsOptions, workspace: WorkspaceOptions, agents: Mappi
                           cards.max_card_chars, cards.trigger_interval, cards.context_window_steps)
 
 
-def for_agent(config: Config, agent_id: str) -> AgentWorkspace:
+def for_agent(config: CardSettings, agent_id: str) -> AgentWorkspace:
     """The workspace root, card folders and rule files of ``agent_id`` (its ``agents`` entry, or its parent agent's, over
     ``workspace`` and ``cards``)."""
     return workspace_of(config.cards, config.workspace, config.agents, agent_id)

@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.actions.classify import ClassifyState, classify
-from strategies.conversation import is_error_output, message_text
+from conversation.actions.classify import ClassifyState, classify
+from conversation.messages import is_error_output, message_text
 
 FILES_KEPT = 40
 COMMANDS_KEPT = 12

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory.store.base import Store, StoreOptions
+from memory.store.base import Store
+from memory.store.options import StoreOptions
 from memory.store.sqlite_database import Database
 from memory.store.sqlite_recall import Recall
 from memory.store.sqlite_store import SQLiteStore

@@ -19,9 +19,11 @@ from memory.notebook.render import injected, markdown
 from memory.notebook.sections import ENGLISH, SECTIONS, NotebookError
 from memory.notebook.sqlite_notebook import Notebook
 from memory.store.backend import open_database, open_store
-from memory.store.base import StoreOptions
-from proxy.keep.keeper import Keeper, NotebookOptions
-from summaries.llm import LLMSummarizer, SummarizerOptions
+from memory.store.options import StoreOptions
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
+from summaries.llm import LLMSummarizer
+from summaries.options import SummarizerOptions
 
 Answer = tuple[int, Any]
 """An HTTP-like status and the JSON (or markdown text) the API would answer."""

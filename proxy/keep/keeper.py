@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,9 +26,10 @@ from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
 from proxy.keep.held import Held, Watched
+from proxy.keep.options import NotebookOptions
+from proxy.keep.organizer import Organizer
 from proxy.keep.refiner import Refiner
 from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
-from proxy.keep.organizer import Organizer
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
@@ -47,28 +47,6 @@ ANSWER_TOKENS = 1200
 
 SETTLE_AGENT_S = 1.0
 """The longest a fresh conversation waits for its agent's earlier answers to be remembered."""
-
-
-@dataclass(frozen=True)
-class NotebookOptions:
-    """The FastMemo notebook: when a full one is compacted."""
-
-    idle_seconds: float = 30.0
-    """Compaction waits until the agent has had no request in flight for this long."""
-    check_seconds: float = 10.0
-    """How often Ruyi looks for notebooks waiting for compaction."""
-    retry_seconds: float = 60.0
-    """After a compaction whose answer was unusable, the first retry waits this long; each next one twice as long."""
-    retry_max_seconds: float = 3600.0
-    """The longest wait between retries."""
-    capture_anchors: bool = True
-    """Capture anchors defined in assistant messages (``[D004] … — why: …``) as pending."""
-    pool_lines: bool = True
-    """Each prune batch and each archive leaves a line in the dynamic pool."""
-
-    def check(self) -> None:
-        if self.idle_seconds < 0 or self.check_seconds <= 0 or self.retry_seconds <= 0 or self.retry_max_seconds < self.retry_seconds:
-            raise ValueError("idle_seconds must be >= 0, check_seconds and retry_seconds positive, retry_max_seconds >= retry_seconds")
 
 
 class Keeper:

@@ -10,24 +10,9 @@ from typing import Any
 
 import structlog
 
+from proxy.know.options import CalibrationOptions
+
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class CalibrationOptions:
-    """How estimates are corrected by the prompt sizes upstreams report."""
-
-    weight: float = 0.3
-    """Weight of the newest observation in the per-model moving average of reported / estimated."""
-    min_ratio: float = 0.5
-    """Observations below this ratio are ignored as not measuring the same prompt."""
-    max_ratio: float = 2.0
-    """Observations above this ratio are ignored as not measuring the same prompt."""
-    ollama_min_fraction: float = 0.8
-    """Ollama's prompt_eval_count (and the prompt_tokens of its /v1, the same number) is used only when at
-    least this fraction of our estimate: it leaves out the tokens served from the KV cache."""
-    max_models: int = 1024
-    """Most models remembered (least recently observed forgotten first)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import structlog
 
-from proxy.know.window import WindowOptions
+from proxy.know.options import WindowOptions
 
 log = structlog.get_logger(__name__)
 

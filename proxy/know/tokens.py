@@ -18,7 +18,8 @@ from typing import Any
 import structlog
 
 from memory.chain import MessageChain, chain_of, text_parts
-from proxy.know.images import IMAGE_TOKENS_BY_MODEL, image_tokens_for
+from proxy.know.images import image_tokens_for
+from proxy.know.options import TokenOptions
 
 log = structlog.get_logger(__name__)
 
@@ -38,22 +39,6 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
 TEXTS_KEPT = 65536  # counts of plain texts remembered per encoding, keyed by hash and length (texts are not held)
 _TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
-
-
-@dataclass(frozen=True)
-class TokenOptions:
-    """How tokens are counted."""
-
-    cache_max: int = 200_000
-    """Most per-message counts kept (LRU); ≈100 bytes each. A long session needs one per message."""
-    prefix_max: int = 1024
-    """Most per-request count lists kept, by the request's last chain link: a request extending one of
-    them looks up only its new messages."""
-    image_tokens: int = 765
-    """Tokens charged per image (an image part, or one of an Ollama message's ``images``) of a model that
-    ``image_tokens_by_model`` does not list (OpenAI's price of a 1024×1024 image at high detail: 85 + 4 × 170)."""
-    image_tokens_by_model: tuple[tuple[str, int], ...] = IMAGE_TOKENS_BY_MODEL
-    """Tokens per image by model, as (glob pattern, tokens), first match wins; replaces the built-in table."""
 
 
 @dataclass(frozen=True, slots=True)

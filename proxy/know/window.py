@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import structlog
 
+from proxy.know.options import OllamaOptions, WindowOptions
+
 log = structlog.get_logger(__name__)
 
 MODELS_MAX = 1024
@@ -26,44 +28,6 @@ OllamaApi = Literal["chat", "generate", "openai"]
 
 ShowModel = Callable[[str], Awaitable[Mapping[str, Any] | None]]
 """Fetches Ollama's /api/show for a model: its JSON body, or None when it could not be had."""
-
-@dataclass(frozen=True)
-class WindowOptions:
-    """How big a model's context window is taken to be, and how much of it is kept for the answer."""
-
-    context_window: int = 128_000
-    """Window when neither config nor litellm's model map knows the model."""
-    reserve_ratio: float = 0.15
-    """Part of the window kept free for the answer (unless the client asks for more)."""
-    reserve_min_tokens: int = 2000
-    """The least kept free for the answer."""
-    ask_server: bool = True
-    """Ask an OpenAI-compatible upstream for the window of a model that neither ``models`` nor litellm's
-    map knows: llama.cpp's /props, vLLM's and SGLang's /v1/models, LM Studio's /api/v0/models, TGI's /info."""
-    server_retry_s: float = 30.0
-    """A model whose server lookup failed (unreachable, timeout, 5xx) is not asked again for this long."""
-    models: tuple[tuple[str, int], ...] = ()
-    """Per-model windows as (glob pattern, tokens), first match wins, e.g. ("qwen3:*", 40960). In YAML: one
-    mapping ``{"qwen3:*": 40960}``, or a list of ``["qwen3:*", 40960]`` pairs or ``{"qwen3:*": 40960}`` maps."""
-
-
-@dataclass(frozen=True)
-class OllamaOptions:
-    """Windows of models served by Ollama."""
-
-    max_num_ctx: int = 131_072
-    """Largest num_ctx Ruyi sets: KV-cache memory grows with it, and 128k is what most long-context
-    open models are trained for; raise it for bigger GPUs, lower it for small ones."""
-    default_context: int = 4096
-    """num_ctx the Ollama server runs /v1/chat/completions at (it takes no options there)."""
-    show_retry_s: float = 30.0
-    """A model whose /api/show failed is not asked again for this long: an Ollama that is down or a
-    model it does not know is not asked on every request."""
-    keep_alive_s: float = 300.0
-    """How long the server keeps a model loaded after a request that sets no ``keep_alive`` (Ollama's
-    default is 5 minutes; match the server's OLLAMA_KEEP_ALIVE; negative: forever). While a model is
-    loaded, Ruyi never lowers its num_ctx (that would reload it)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Window:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
+
+from memory.cards.options import CardSettings
+from proxy.know.options import WindowOptions
 
 LayoutMode = Literal["off", "append", "full"]
 MODES: tuple[str, ...] = ("off", "append", "full")
@@ -44,3 +47,10 @@ class LayoutOptions:
         budgets = (self.notebook_chars, self.anchors_chars, self.delta_chars)
         if self.anchors_max < 0 or any(n < 0 for n in budgets):
             raise ValueError("anchors_max and the *_chars budgets must be >= 0")
+
+
+class LayoutSettings(CardSettings, Protocol):
+    """The config sections the layout reads besides its own: the agents' workspaces and cards, the window."""
+
+    @property
+    def window(self) -> WindowOptions: ...

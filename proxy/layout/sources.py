@@ -17,7 +17,7 @@ from memory.cards.workspace import AgentWorkspace, Shelf, for_agent
 from memory.notebook.render import injected
 
 if TYPE_CHECKING:
-    from config.schema import Config
+    from memory.cards.options import CardSettings
     from proxy.context import RequestContext
     from proxy.keep.keeper import Keeper
 
@@ -52,7 +52,7 @@ class Sources:
     """One per pipeline. A source that fails gives nothing, is counted (``failures``) and logged with the request id;
     the request goes on."""
 
-    def __init__(self, config: Config | None) -> None:
+    def __init__(self, config: CardSettings | None) -> None:
         self.config = config
         self.failures: Counter[str] = Counter()
         self._workspaces: dict[str, AgentWorkspace] = {}

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory.forms.facts import is_chinese
 from memory.forms.render import compact as compact_form
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
 from proxy.know.window import num_ctx_for
-from proxy.layout.options import LayoutOptions
+from proxy.layout.options import LayoutOptions, LayoutSettings
 from proxy.layout.placement import system_text, with_block, with_system
 from proxy.layout.sections import Section, anchors_text, block, core, full_system, relevant_anchors, reminder, terms
 from proxy.layout.sources import NO_MEMORY, Memory, Sources
 from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
 from summaries.extractive import text_of
-
-if TYPE_CHECKING:
-    from config.schema import Config
 
 Messages = list[dict[str, Any]]
 LAYOUT = "layout"
@@ -50,7 +47,7 @@ class LayoutPlanStep:
 
     name = "layout_plan"
 
-    def __init__(self, options: LayoutOptions, config: Config | None = None, sources: Sources | None = None) -> None:
+    def __init__(self, options: LayoutOptions, config: LayoutSettings | None = None, sources: Sources | None = None) -> None:
         self.options = options
         self.config = config
         self.sources = sources or Sources(config)
@@ -266,7 +263,7 @@ def kept(decisions: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def layout_steps(options: LayoutOptions, config: Config | None) -> tuple[LayoutPlanStep, LayoutStep]:
+def layout_steps(options: LayoutOptions, config: LayoutSettings | None) -> tuple[LayoutPlanStep, LayoutStep]:
     plan = LayoutPlanStep(options, config)
     return plan, LayoutStep(plan)
 

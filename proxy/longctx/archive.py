@@ -9,10 +9,11 @@ from hashlib import blake2b
 from typing import Any
 
 from memory.chain import SYSTEM_ROLES
-from proxy.know.tiers import TierOptions
+from proxy.know.options import TierOptions
 from proxy.know.window import Budget
 from proxy.longctx.block import ChunkLine, archive_block
 from proxy.longctx.chunks import Chunk
+from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
 
 Messages = list[dict[str, Any]]
@@ -23,52 +24,6 @@ PLAN_AHEAD = 0.25
 """An archive is planned (its summary prepared in the background) from this share of the window before it is expected."""
 LEAD_FLOOR = 0.1
 """An archive past the point it was planned for keeps at most this share of the window more than it aimed at."""
-
-
-@dataclass(frozen=True)
-class ArchiveOptions:
-    """Archive and restart at the red line (the ``archive`` tier), or whenever a request would not fit."""
-
-    enabled: bool = True
-    """false: never archive (requests over the window go as pruning left them)."""
-    target: float = 0.25
-    """An archive brings the request to about this share of (window − reserve): system messages, the task and
-    the summary first, then the newest turns that fit (at least the newest one, whole). Aim low: archives stay rare."""
-    regrow: float = 0.34
-    """After an archive, the next one at the archive tier waits until the session has grown again by this share
-    of the window, so a session hovering near the red line is not archived over and over (a request that would
-    not fit at all is archived at once)."""
-    newest_turns: int = 4
-    """The newest turns an archive keeps verbatim whenever they fit below the prune tier (the model's working memory)."""
-    summary_tokens: int = 600
-    """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
-    chunk_tokens: int = 800
-    """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
-    chunk_source_tokens: int = 6000
-    """An S2 chunk covers about this many tokens of history, in whole turns: the unit that is recalled later."""
-    chunks_listed: int = 6
-    """The newest S2 chunks the archive block lists by id (older ones are found by search)."""
-    kept: int = 4
-    """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
-    early: bool = True
-    """Archive before the red line once it pays, given prefix caching: when the request has grown past what an
-    archive would restart it at by sqrt(2 × restart × growth per request ÷ cache_read_ratio), each later request
-    costs more in cached prefix than the archive's cache miss saves, over the requests to come (never below
-    ``early_from``, never before the session regrew)."""
-    early_from: float = 0.6
-    """The least share of (window − reserve) at which an archive may come early."""
-
-    def check(self) -> None:
-        if not 0.05 <= self.early_from <= 1.0:
-            raise ValueError(f"early_from must be a share of the window in [0.05, 1], got {self.early_from}")
-        if not 0.05 <= self.target <= 0.9:
-            raise ValueError(f"target must be a share of the window in [0.05, 0.9], got {self.target}")
-        if not 0.0 <= self.regrow <= 1.0:
-            raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
-        if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:
-            raise ValueError("summary_tokens, chunk_tokens and chunk_source_tokens must be at least 50")
-        if self.chunks_listed < 0 or self.kept < 1 or self.newest_turns < 1:
-            raise ValueError("chunks_listed must be >= 0, kept and newest_turns >= 1")
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.longctx.block import RECALL_PREFIX
+from proxy.longctx.options import RetrievalOptions
 from summaries.extractive import text_of
 
 OPEN = "<ruyi-recall"
@@ -16,26 +16,6 @@ CLOSE = "</ruyi-recall>"
 _CITED = re.compile(re.escape(RECALL_PREFIX) + r"(c[0-9a-f]{10})")
 ALL_AGENTS = "all-agents"
 """The value of X-Ruyi-Recall that asks for every agent's archives (honoured only with ``retrieval.cross_agent``)."""
-
-
-@dataclass(frozen=True)
-class RetrievalOptions:
-    """Recall of archived history into the request that needs it."""
-
-    enabled: bool = True
-    """false: never add recalled chunks to a request (search stays available by API)."""
-    max_tokens: int = 2000
-    """Most tokens a recalled block adds to a request (seed 002's ragCapTokens)."""
-    min_terms: int = 3
-    """A chunk is recalled when the newest input (a user's words, or the calls behind the newest tool results)
-    shares this much with it (each distinct term 1, a path or dotted name 2), or names it."""
-    cross_agent: bool = False
-    """Let a request that asks (``X-Ruyi-Recall: all-agents``) recall other agents' archives too. Off: each agent
-    recalls only its own session's (seed 002: cross-agent retrieval only when explicitly allowed)."""
-
-    def check(self) -> None:
-        if self.max_tokens < 50 or self.min_terms < 1:
-            raise ValueError("max_tokens must be at least 50 and min_terms at least 1")
 
 
 def query_of(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:

@@ -12,16 +12,18 @@ from typing import Any
 
 import structlog
 
-from proxy.longctx.archive import Archived, ArchiveOptions, Summary, block_of, sized_for
-from proxy.longctx.restart import BLOCK_SEPARATOR
-from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
-from proxy.longctx.request import RequestMemory
-from proxy.longctx.restart import head_size
-from proxy.longctx.turns import S0Options, turns_of
+from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
+from conversation.messages import message_text
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
-from strategies.actions.classify import DEFAULT_TOOLS, ToolSpec
-from strategies.conversation import message_text
+from proxy.longctx.archive import Archived, Summary, block_of, sized_for
+from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
+from proxy.longctx.options import ArchiveOptions
+from proxy.longctx.options import S0Options
+from proxy.longctx.request import RequestMemory
+from proxy.longctx.restart import BLOCK_SEPARATOR
+from proxy.longctx.restart import head_size
+from proxy.longctx.turns import turns_of
 from redaction.redact import redact
 from summaries.extractive import Extractor, is_chinese
 from summaries.llm import LLMSummarizer

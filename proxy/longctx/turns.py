@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from memory.chain import message_digest
 from memory.store.base import Turn
 from redaction.redact import redact_value
 from summaries.extractive import text_of
-
-
-@dataclass(frozen=True)
-class S0Options:
-    """Raw turns (S0): every request's new messages and the assembled answer, kept for recall and the expanded form."""
-
-    enabled: bool = True
-    """false: keep no raw turns (archives and S2 chunks are still kept)."""
-    retention_days: float | None = None
-    """Raw turns older than this are removed (null: as long as their session, ``sessions.ttl_days``)."""
-
-    def check(self) -> None:
-        if self.retention_days is not None and self.retention_days <= 0:
-            raise ValueError(f"retention_days must be positive (or null for the sessions' ttl), got {self.retention_days}")
 
 
 def redacted(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ import queue
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import IO, Any
@@ -18,30 +17,12 @@ from typing import IO, Any
 import structlog
 
 from config.validate import ConfigError
+from proxy.observe.options import AuditOptions
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
 QUEUE_MAX = 10_000
 """Lines waiting for the writing thread at most; beyond it new ones are dropped and counted (/metrics)."""
-
-
-@dataclass(frozen=True)
-class AuditOptions:
-    """A JSON-lines copy of the audit records the store keeps, for log shippers and people with ``jq``."""
-
-    path: str | None = None
-    """File the records are appended to, one JSON object a line: agent_id, session_id, request_id, created_at and body,
-    as in the store's audit table, secrets redacted the same way. null: no file."""
-    max_bytes: int = 100 * 1024 * 1024
-    """Once the file would grow past this, it becomes ``<path>.1`` (older ones ``.2`` …) and a new one starts."""
-    backups: int = 5
-    """Rotated files kept (``<path>.1`` … ``<path>.N``); the oldest goes."""
-
-    def check(self) -> None:
-        if self.path is not None and not self.path.strip():
-            raise ValueError("path must name a file, or be null")
-        if self.max_bytes < 1024 or self.backups < 1:
-            raise ValueError("max_bytes must be at least 1024 and backups at least 1")
 
 
 class _Rotating(RotatingFileHandler):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -25,14 +24,6 @@ BATCHES = frozenset({"applied", "economic", "overflow", "too_small", "requested"
 STRATEGIES = frozenset({"dedup", "supersede", "purge_errors", "truncation", "discard"})
 ARCHIVE_REASONS = frozenset({"requested", "over_window", "archive_tier"})
 SUMMARY_SOURCES = frozenset({"llm", "extractive", "extractive_fallback"})
-
-
-@dataclass(frozen=True)
-class MetricsOptions:
-    """``GET /metrics`` in Prometheus text format, protected like the admin API (``/ruyi/v1``)."""
-
-    enabled: bool = True
-    """false: no ``/metrics`` endpoint (404) and nothing recorded per request."""
 
 
 class Histogram:

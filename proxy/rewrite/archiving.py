@@ -7,12 +7,15 @@ from dataclasses import replace
 from typing import Any
 
 from proxy.context import RequestContext
-from proxy.know.tiers import TierOptions, tier_for
-from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, ArchiveOptions, archive, early_point, plan, reason_for, sized_for, with_record, worth
-from proxy.longctx.restart import head_size
+from proxy.know.options import TierOptions
+from proxy.know.tiers import tier_for
+from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
+from proxy.longctx.options import ArchiveOptions
+from proxy.longctx.options import RetrievalOptions
+from proxy.longctx.restart import head_size
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
-from proxy.longctx.retrieval import ALL_AGENTS, RetrievalOptions, query_of, recall, with_recall
+from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
 
 RECALL_SHARE = 0.15
 """A recalled block is at most this share of the usable window (window less the answer's reserve)."""

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from memory.anchors.capture import definitions
 from proxy.keep.held import Held
-from proxy.keep.keeper import Keeper, NotebookOptions
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
 
 
 def test_reads_are_held_until_the_keeper_writes_for_that_agent(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from proxy import appkeys
-from proxy.keep.keeper import Keeper, NotebookOptions
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
 from tests.api.test_anchors_api import call
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream

@@ -8,7 +8,8 @@ from typing import Any
 
 from memory.cards.options import AgentSettings, CardsOptions, WorkspaceOptions
 from memory.cards.workspace import workspace_of
-from proxy.keep.keeper import Keeper, NotebookOptions
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
 from tests.summaries.test_organizer import fixed_run
 
 

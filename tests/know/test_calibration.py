@@ -6,13 +6,13 @@ import pytest
 
 from proxy.know.calibration import (
     Calibration,
-    CalibrationOptions,
     UpstreamUsage,
     family_of,
     usage_from_anthropic,
     usage_from_ollama,
     usage_from_openai,
 )
+from proxy.know.options import CalibrationOptions
 
 
 def test_first_observation_sets_the_ratio_then_it_moves_gently() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.know.tiers import Tier, TierOptions, tier_for
+from proxy.know.options import TierOptions
+from proxy.know.tiers import Tier, tier_for
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,10 @@ from proxy.know.tokens import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_TOOL_CALL,
     TokenCounter,
-    TokenOptions,
     encoder,
     encoding_name_for,
 )
+from proxy.know.options import TokenOptions
 from tests.traces import load, trace_files
 
 REPO = Path(__file__).resolve().parents[2]

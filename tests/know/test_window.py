@@ -14,10 +14,8 @@ from aiohttp import web
 
 from proxy.know.window import (
     Budget,
-    OllamaOptions,
     OllamaWindows,
     Window,
-    WindowOptions,
     budget_for,
     litellm_window,
     num_ctx_for,
@@ -27,6 +25,7 @@ from proxy.know.window import (
     truncation_suspected,
     window_for,
 )
+from proxy.know.options import OllamaOptions, WindowOptions
 
 REPO = Path(__file__).resolve().parents[2]
 

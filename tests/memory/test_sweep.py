@@ -15,7 +15,8 @@ from memory.chain import chain_of
 from memory.serialized import SerializedRegistry
 from memory.session import SessionOptions
 from memory.sessions import SessionRegistry
-from memory.store.base import Store, StoreOptions
+from memory.store.base import Store
+from memory.store.options import StoreOptions
 from memory.store.sqlite_store import SQLiteStore
 from memory.sweep import CHUNK, sweep
 from tests.conftest import MakeProxy

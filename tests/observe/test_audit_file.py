@@ -10,7 +10,8 @@ import aiohttp
 import pytest
 
 from memory.store.sqlite_store import SQLiteStore
-from proxy.observe.audit_file import QUEUE_MAX, AuditFile, AuditOptions
+from proxy.observe.audit_file import QUEUE_MAX, AuditFile
+from proxy.observe.options import AuditOptions
 from tests.conftest import MakeProxy, base_url
 from tests.rewrite.test_decisions import WINDOW, rereads
 

@@ -1,8 +1,8 @@
-"""Tests for bench/baselines.py: the observation rule and each competitor strategy."""
+"""Tests for bench/savings/baselines.py: the observation rule and each competitor strategy."""
 
 from __future__ import annotations
 
-from bench import baselines
+from bench.savings.savings import baselines
 from proxy.replay.run import Cl100kCounter, Message, replay
 from proxy.replay.metrics import orphans
 from tests.replay.conversations import TOOLS, conversation

@@ -10,7 +10,8 @@ import pytest
 
 from config.load import load_config
 from proxy.cli import main
-from proxy.keep.keeper import Keeper, NotebookOptions
+from proxy.keep.keeper import Keeper
+from proxy.keep.options import NotebookOptions
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Cl100kCounter, Prices, replay
 from tests.longctx.sessions import session

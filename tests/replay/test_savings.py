@@ -1,4 +1,4 @@
-"""Tests for bench/savings.py: strategies run on the same requests and print one table per window."""
+"""Tests for bench/savings/savings.py: strategies run on the same requests and print one table per window."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import savings
+from bench.savings import savings
 from proxy.replay.run import Cl100kCounter, Trace
 from tests.replay.conversations import TOOLS, conversation
 

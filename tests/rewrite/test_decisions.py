@@ -14,7 +14,8 @@ from memory.chain import chain_of
 from memory.store.sqlite_store import SQLiteStore
 from proxy import appkeys
 from proxy.context import RequestContext
-from proxy.know.tiers import TierOptions, tier_for
+from proxy.know.options import TierOptions
+from proxy.know.tiers import tier_for
 from proxy.rewrite.steps import default_steps
 from tests.conftest import MakeProxy, base_url, config_for
 from tests.fake_upstream import FakeUpstream

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from strategies.conversation import analyze, is_error_output, message_text
+from conversation.messages import is_error_output, message_text
+from strategies.conversation import analyze
 from strategies.protection import Protection
 from tests.strategies.factories import (
     assistant,

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from conversation.messages import read
 from strategies.base import StrategyContext
-from strategies.conversation import Conversation, analyze, read
+from strategies.conversation import Conversation, analyze
 from strategies.prefix import Prefix
 from strategies.protection import Protection
 from tests.traces import load, requests_of, trace_files

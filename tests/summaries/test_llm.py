@@ -8,7 +8,8 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from summaries.llm import LLMSummarizer, SummarizerOptions, Target
+from summaries.llm import LLMSummarizer, Target
+from summaries.options import SummarizerOptions
 from summaries.prompt import SYSTEM
 from summaries.render import SECTIONS_EN
 from tests.conftest import MakeProxy, base_url

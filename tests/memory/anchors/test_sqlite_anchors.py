@@ -10,7 +10,8 @@ from memory.anchors.anchor import AnchorError
 from memory.anchors.capture import definitions
 from memory.anchors.sqlite_anchors import AnchorBook
 from memory.store.backend import open_database
-from memory.store.base import KeeperDatabase, StoreOptions
+from memory.store.base import KeeperDatabase
+from memory.store.options import StoreOptions
 
 FIELDS = {"alternatives": "Postgres", "why": "nothing to install", "impact": "memory/store", "verification": "pytest",
           "rollback": "store.backend: memory"}

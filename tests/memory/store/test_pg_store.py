@@ -11,7 +11,8 @@ import pytest
 
 from memory.store import pg_schema, sqlite_schema
 from memory.store.backend import open_store
-from memory.store.base import Audit, ChainUpdate, Changes, Report, SessionRecord, StoreError, StoreOptions
+from memory.store.base import Audit, ChainUpdate, Changes, Report, SessionRecord, StoreError
+from memory.store.options import StoreOptions
 from memory.store.pg_database import location_of
 from memory.store.pg_store import PgStore
 from tests import pg

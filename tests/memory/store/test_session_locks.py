@@ -140,7 +140,7 @@ def test_an_advisory_session_lock_is_released_when_its_replica_is_killed(pg_url:
 
 def test_the_postgres_store_locks_sessions_across_its_connections(pg_url: str) -> None:
     from memory.store.backend import open_store
-    from memory.store.base import StoreOptions
+    from memory.store.options import StoreOptions
 
     a, b = (open_store(StoreOptions(backend="postgres", url=pg_url)) for _ in range(2))
     assert a is not None and b is not None

@@ -1,0 +1,148 @@
+"""Savings benchmark: every public trace replayed at 8k, 16k and 32k windows, Ruyi beside the usual answers.
+
+Usage: ``python bench/savings/savings.py [--traces DIR] [--windows 8000,16000,32000] [--only NAME,...] [--json]``.
+Every strategy sees the same requests (see proxy/replay.py for the definitions of each column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.savings import baselines  # noqa: E402
+from config.load import load_config  # noqa: E402
+from proxy.replay.offline import OfflineRuyi  # noqa: E402
+from proxy.know.tokens import TokenCounter  # noqa: E402
+from proxy.replay.run import (  # noqa: E402
+    public_traces,
+    Cl100kCounter,
+    CountTokens,
+    Prices,
+    ReplayResult,
+    Rewrite,
+    StderrProgress,
+    Trace,
+    load_trace,
+    merge,
+    replay,
+    request_ends,
+)
+
+RUYI_CONFIG = load_config(None, {k: v for k, v in os.environ.items() if k.startswith("RUYI_")})
+RUYI_COUNTER = TokenCounter(RUYI_CONFIG.tokens)
+TRACES = public_traces()
+WINDOWS = (8_000, 16_000, 32_000)
+Factory = Callable[[int], Rewrite]
+NOTES = (
+    "Budget for the trimmers and trigger for clearing: window − reserve (15 %, at least 2,000 tokens). "
+    "litellm's trim_messages runs unchanged but counts with our cached cl100k counter (its own is too slow)."
+)
+
+
+def make_ruyi_rewrite(window: int) -> Rewrite:
+    """Ruyi with its default config (pruning alone), one fresh offline session per trace."""
+    return OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER)
+
+
+STRATEGIES: dict[str, Factory] = {
+    "send everything": baselines.send_everything,
+    "litellm trim_messages": baselines.make_litellm_trim,
+    "LangChain trim_messages (last, start on human)": baselines.make_langchain_trim,
+    "Anthropic-style clearing (keep last 3)": baselines.make_clearing,
+    "mask observations older than the last 10": baselines.make_masking,
+    "summarize everything at 92 % (Codex / Claude Code style)": baselines.make_summarize_everything,
+    "Ruyi": make_ruyi_rewrite,
+}
+
+
+def load_traces(folder: Path) -> list[Trace]:
+    """Every trace file in ``folder`` (INDEX.json excluded), in name order."""
+    return [load_trace(p) for p in sorted(folder.glob("*.json")) if p.name != "INDEX.json"]
+
+
+def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: CountTokens, label: str) -> ReplayResult:
+    """Replay every trace with a fresh rewrite from ``factory``; totals over all their requests."""
+    total = sum(len(request_ends(t.messages)) for t in traces)
+    bar = StderrProgress(f"{window // 1000}k {label[:28]:<28}")
+    results: list[ReplayResult] = []
+    done = 0
+    for t in traces:
+        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name,
+                              progress=lambda i, n, base=done: bar(base + i, total)))  # fmt: skip
+        done += len(results[-1].rows)
+    bar(total, total)
+    return merge(results)
+
+
+def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
+    """One window's comparison as a markdown table."""
+    head = ("| at a {w}k window | tokens sent | saved | peak request | over the window | cache hit "
+            "| cost with caching | orphans | needles | invalid args | archives |").format(w=window // 1000)
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, result in rows.items():
+        r = result.totals
+        lines.append(
+            f"| {name} | {r.tokens_sent:,} | {100 * r.saved:.1f} % | {r.peak:,} | {r.over_window} / {r.requests} "
+            f"| {100 * r.cache_hit_rate:.1f} % | {r.cost_ratio:.2f}× | {r.orphans} | {100 * r.needles_kept:.1f} % "
+            f"| {r.invalid_args} | {r.archives} |"
+        )
+    return "\n".join(lines)
+
+
+def side_by_side(results: dict[int, dict[str, ReplayResult]]) -> str:
+    """Every window at once: per strategy, requests over the window, cost with caching, cache hit, needles, saved."""
+    windows = list(results)
+    head = "| strategy | " + " | ".join(f"{w // 1000}k: over · cost · cache · needles · saved" for w in windows) + " |"
+    lines = [head, "|---|" + "---|" * len(windows)]
+    for name in next(iter(results.values())):
+        cells = []
+        for w in windows:
+            t = results[w][name].totals
+            cells.append(f"{t.over_window} · {t.cost_ratio:.2f}× · {100 * t.cache_hit_rate:.1f} % · {100 * t.needles_kept:.1f} % · {100 * t.saved:.1f} %")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=Path, default=TRACES, help="folder of trace files")
+    parser.add_argument("--windows", default=",".join(map(str, WINDOWS)), help="comma-separated windows in tokens")
+    parser.add_argument("--only", default="", help="comma-separated substrings of strategy names to run")
+    parser.add_argument("--json", action="store_true", help="print JSON totals instead of markdown tables")
+    args = parser.parse_args(argv)
+    traces = load_traces(args.traces)
+    wanted = [s.strip().lower() for s in args.only.split(",") if s.strip()]
+    chosen = {n: f for n, f in STRATEGIES.items() if not wanted or any(w in n.lower() for w in wanted)}
+    count = Cl100kCounter()
+    report: dict[str, dict[str, object]] = {}
+    everything: dict[int, dict[str, ReplayResult]] = {}
+    for window in (int(w) for w in args.windows.split(",")):
+        rows: dict[str, ReplayResult] = {}
+        for name, factory in chosen.items():
+            started = time.perf_counter()
+            rows[name] = run_strategy(factory, traces, window, count, name)
+            seconds = time.perf_counter() - started
+            report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {"seconds": round(seconds, 2)}
+            print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
+        everything[window] = rows
+        if not args.json:
+            requests = len(next(iter(rows.values())).rows)
+            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}\n")
+    if not args.json and len(everything) > 1:
+        print(side_by_side(everything))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

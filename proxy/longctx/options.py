@@ -1,0 +1,85 @@
+"""The options of long context (config ``archive``, ``s0``, ``retrieval``): a leaf the config composes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class S0Options:
+    """Raw turns (S0): every request's new messages and the assembled answer, kept for recall and the expanded form."""
+
+    enabled: bool = True
+    """false: keep no raw turns (archives and S2 chunks are still kept)."""
+    retention_days: float | None = None
+    """Raw turns older than this are removed (null: as long as their session, ``sessions.ttl_days``)."""
+
+    def check(self) -> None:
+        if self.retention_days is not None and self.retention_days <= 0:
+            raise ValueError(f"retention_days must be positive (or null for the sessions' ttl), got {self.retention_days}")
+
+
+@dataclass(frozen=True)
+class ArchiveOptions:
+    """Archive and restart at the red line (the ``archive`` tier), or whenever a request would not fit."""
+
+    enabled: bool = True
+    """false: never archive (requests over the window go as pruning left them)."""
+    target: float = 0.25
+    """An archive brings the request to about this share of (window − reserve): system messages, the task and
+    the summary first, then the newest turns that fit (at least the newest one, whole). Aim low: archives stay rare."""
+    regrow: float = 0.34
+    """After an archive, the next one at the archive tier waits until the session has grown again by this share
+    of the window, so a session hovering near the red line is not archived over and over (a request that would
+    not fit at all is archived at once)."""
+    newest_turns: int = 4
+    """The newest turns an archive keeps verbatim whenever they fit below the prune tier (the model's working memory)."""
+    summary_tokens: int = 600
+    """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
+    chunk_tokens: int = 800
+    """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
+    chunk_source_tokens: int = 6000
+    """An S2 chunk covers about this many tokens of history, in whole turns: the unit that is recalled later."""
+    chunks_listed: int = 6
+    """The newest S2 chunks the archive block lists by id (older ones are found by search)."""
+    kept: int = 4
+    """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
+    early: bool = True
+    """Archive before the red line once it pays, given prefix caching: when the request has grown past what an
+    archive would restart it at by sqrt(2 × restart × growth per request ÷ cache_read_ratio), each later request
+    costs more in cached prefix than the archive's cache miss saves, over the requests to come (never below
+    ``early_from``, never before the session regrew)."""
+    early_from: float = 0.6
+    """The least share of (window − reserve) at which an archive may come early."""
+
+    def check(self) -> None:
+        if not 0.05 <= self.early_from <= 1.0:
+            raise ValueError(f"early_from must be a share of the window in [0.05, 1], got {self.early_from}")
+        if not 0.05 <= self.target <= 0.9:
+            raise ValueError(f"target must be a share of the window in [0.05, 0.9], got {self.target}")
+        if not 0.0 <= self.regrow <= 1.0:
+            raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
+        if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:
+            raise ValueError("summary_tokens, chunk_tokens and chunk_source_tokens must be at least 50")
+        if self.chunks_listed < 0 or self.kept < 1 or self.newest_turns < 1:
+            raise ValueError("chunks_listed must be >= 0, kept and newest_turns >= 1")
+
+
+@dataclass(frozen=True)
+class RetrievalOptions:
+    """Recall of archived history into the request that needs it."""
+
+    enabled: bool = True
+    """false: never add recalled chunks to a request (search stays available by API)."""
+    max_tokens: int = 2000
+    """Most tokens a recalled block adds to a request (seed 002's ragCapTokens)."""
+    min_terms: int = 3
+    """A chunk is recalled when the newest input (a user's words, or the calls behind the newest tool results)
+    shares this much with it (each distinct term 1, a path or dotted name 2), or names it."""
+    cross_agent: bool = False
+    """Let a request that asks (``X-Ruyi-Recall: all-agents``) recall other agents' archives too. Off: each agent
+    recalls only its own session's (seed 002: cross-agent retrieval only when explicitly allowed)."""
+
+    def check(self) -> None:
+        if self.max_tokens < 50 or self.min_terms < 1:
+            raise ValueError("max_tokens must be at least 50 and min_terms at least 1")

@@ -1,0 +1,170 @@
+"""A scripted model behind Ruyi for the agents suite: Anthropic Messages (streamed or whole) whose answers follow a script
+read off each request (how many tool results the conversation holds), whatever the agent's prompt says.
+
+The main conversation runs shell commands with large outputs, asks for one sub-agent (the agent's Task/Agent tool),
+runs more commands, then answers ``FINAL``. A sub-agent (its first user message holds ``SUBAGENT``) answers at once;
+a side request (a title, a topic check: no tools) gets a one-line answer. Every body the model received is kept, as
+Ruyi forwarded it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+FINAL = "All done: FINAL-ANSWER-42"
+SUBAGENT = "SUBAGENT-TASK: count the lines of notes.txt and report the number."
+SUB_RESULT = "Sub-agent result: notes.txt has 3 lines."
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    *[("Bash", {"command": f"seq {1 + 900 * n} {900 * (n + 1)}", "description": "Print numbers"}) for n in range(3)],
+    ("subagent", {"description": "Count lines", "prompt": SUBAGENT, "subagent_type": "general-purpose"}),
+    *[("Bash", {"command": f"seq {1 + 900 * n} {900 * (n + 1)}", "description": "Print numbers"}) for n in range(3, 12)],
+]
+SCRIPTED = web.AppKey("scripted", object)
+
+
+@dataclass
+class Scripted:
+    received: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+    def main_bodies(self, request_text: str) -> list[dict[str, Any]]:
+        """The main conversation's requests: tools offered and the person's request in the first user message."""
+        return [b for b in self.received if b.get("tools") and request_text in json.dumps(first_user(b)) and not is_subagent(b)]
+
+
+def first_user(body: dict[str, Any]) -> Any:
+    return next((m.get("content") for m in body.get("messages") or () if m.get("role") == "user"), None)
+
+
+def is_subagent(body: dict[str, Any]) -> bool:
+    return SUBAGENT in json.dumps(first_user(body))
+
+
+def step_of(body: dict[str, Any]) -> int:
+    """The script's next step: one past the step whose result the newest message carries (0 for the request itself).
+    Read off the newest message only: an archive takes older results away, never the newest."""
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content") if isinstance(last.get("content"), list) else ()
+    done = [int(b["tool_use_id"].rsplit("_", 1)[1]) for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_result" and str(b.get("tool_use_id", "")).startswith("toolu_script_")]
+    return max(done) + 1 if done else 0
+
+
+def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
+    if not tools:
+        return [{"type": "text", "text": "ok"}]
+    if is_subagent(body):
+        return [{"type": "text", "text": SUB_RESULT}]
+    step = step_of(body)
+    if step >= len(SCRIPT):
+        return [{"type": "text", "text": FINAL}]
+    name, args = SCRIPT[step]
+    if name == "subagent":
+        name = next((n for n in ("Task", "Agent") if n in tools), "")
+    if name not in tools:
+        return [{"type": "text", "text": FINAL}]
+    return [{"type": "tool_use", "id": f"toolu_script_{step}", "name": name, "input": args}]
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    scripted.headers.append(dict(request.headers))
+    blocks = answer(body)
+    stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
+    usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    message = {"id": f"msg_script_{len(scripted.received)}", "type": "message", "role": "assistant", "model": body.get("model"),
+               "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    if not body.get("stream"):
+        return web.json_response(message)
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}})]
+    for i, block in enumerate(blocks):
+        if block["type"] == "text":
+            start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
+        else:
+            start, deltas = {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+                   *[("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas],
+                   ("content_block_stop", {"type": "content_block_stop", "index": i})]
+    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
+               ("message_stop", {"type": "message_stop"})]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for name, data in events:
+        await out.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+    await out.write_eof()
+    return out
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    body = await request.json()
+    return web.json_response({"input_tokens": max(1, len(json.dumps(body)) // 4)})
+
+
+def make_app(scripted: Scripted) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[SCRIPTED] = scripted
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_post("/v1/responses", responses)
+    app.router.add_route("*", "/{tail:.*}", lambda r: web.json_response({"ok": True}))
+    return app
+
+
+CODEX_STEPS = 8
+"""Commands the Codex script runs before its final answer."""
+
+
+def responses_step(body: dict[str, Any]) -> int:
+    """The Codex script's next step: one past the newest function_call_output's ``call_script_N``."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    done = [int(str(i.get("call_id")).rsplit("_", 1)[1]) for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call_output" and str(i.get("call_id", "")).startswith("call_script_")]
+    return max(done) + 1 if done else 0
+
+
+def responses_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The next output item: a shell call in whichever form this Codex offers, or the final message."""
+    tools = {t.get("name"): t for t in body.get("tools") or () if isinstance(t, dict) and t.get("name")}
+    step = responses_step(body)
+    command = f"seq {1 + 900 * step} {900 * (step + 1)}"
+    if step < CODEX_STEPS:
+        if "shell" in tools:
+            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "shell",
+                    "arguments": json.dumps({"command": ["bash", "-lc", command]}), "status": "completed"}
+        if "exec_command" in tools:
+            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "exec_command",
+                    "arguments": json.dumps({"cmd": command}), "status": "completed"}
+    return {"type": "message", "id": f"msg_{step}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": FINAL, "annotations": []}]}
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    scripted.headers.append(dict(request.headers))
+    item = responses_answer(body)
+    usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": max(1, len(json.dumps(body)) // 4) + 10}
+    response = {"id": f"resp_{len(scripted.received)}", "object": "response", "created_at": 0, "status": "completed", "model": body.get("model"),
+                "output": [item], "usage": usage, "error": None, "incomplete_details": None, "parallel_tool_calls": False,
+                "tool_choice": "auto", "tools": []}
+    if not body.get("stream"):
+        return web.json_response(response)
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {**response, "status": "in_progress", "output": []}},
+                                    {"type": "response.output_item.added", "output_index": 0, "item": item}]
+    if item["type"] == "message":
+        events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": FINAL})
+    events += [{"type": "response.output_item.done", "output_index": 0, "item": item}, {"type": "response.completed", "response": response}]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for n, event in enumerate(events):
+        await out.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode())
+    await out.write_eof()
+    return out
