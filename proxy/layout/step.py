@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.forms.facts import is_chinese
+from memory.session import How
 from memory.forms.render import compact as compact_form
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
@@ -62,7 +63,7 @@ class LayoutPlanStep:
         if record is None:
             record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
         ws = self.sources.workspace(m.session.agent_id, ctx)
-        memory = self._memory(ctx)
+        memory = self._memory(ctx, messages)
         built = record is None or int(record.get("archive", 0)) != archive or record.get("mode", self.options.mode) != self.options.mode
         words = self.keywords(messages, ws)
         if built:
@@ -103,10 +104,19 @@ class LayoutPlanStep:
             out["block"] = count(blk) + GAP_TOKENS
         return out
 
-    def _memory(self, ctx: RequestContext) -> Memory:
+    def _memory(self, ctx: RequestContext, messages: Messages | None = None) -> Memory:
+        """The agent's memory for this request; a sub-agent's own notebook (seed 003: its writes are its own and
+        temporary), recognised now on its first request (its parent's pending task call, or X-Ruyi-Parent)."""
         m = ctx.measurement
         assert m is not None
-        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx)
+        child = None
+        if ctx.keeper is not None and messages is not None:
+            try:
+                if ctx.keeper.snapshot_for(m.session.agent_id, m.session.session_id, m.how == How.NEW, messages, ctx.parent_id):
+                    child = m.session.session_id
+            except Exception:  # noqa: BLE001 - fail open: the agent's notebook, as before
+                self.sources._failed("snapshot", ctx)
+        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx, child)
 
     def keywords(self, messages: Messages, ws: Any) -> Callable[[], list[str]]:
         """What the session is about: its task and its latest ``cards.context_window_steps`` messages (never the system
@@ -218,7 +228,7 @@ class LayoutStep:
                 except Exception:  # noqa: BLE001 - fail open: the reminder alone
                     self.plan.sources._failed("compact_form", ctx)
             compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)))) if p)
-        memory = self.plan._memory(ctx)
+        memory = self.plan._memory(ctx, messages)
         ws = self.plan.sources.workspace(m.session.agent_id, ctx)
         return self.plan.build(messages, ctx, memory, ws, number, self.plan.keywords(messages, ws), compact)
 
