@@ -196,8 +196,8 @@ class Measurer:
         window = window_module.window_for(model, self.config.window)
         if window.source == "default" and self.config.window.ask_server and self.config.route_for(model).kind != "anthropic":
             window = await self._server_window(model, headers) or window
-        if wants_context_1m(headers) and window.tokens < CONTEXT_1M:
-            window = Window(CONTEXT_1M, "anthropic_beta")
+        if wants_context_1m(headers) and window.tokens < CONTEXT_1M and window.source not in ("config", "request"):
+            window = Window(CONTEXT_1M, "anthropic_beta")  # a header loses to what the person configured (issue 21)
         return self._within_learnt(model, window)
 
     def _within_learnt(self, model: str, window: Window) -> Window:
