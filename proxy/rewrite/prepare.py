@@ -19,7 +19,8 @@ from proxy.know.window import Window
 from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import ARCHIVES
 from proxy.rewrite.archiving import requested_action
-from proxy.rewrite.body import Built, build, finish, summary_target
+from proxy.rewrite.build import Built, build
+from proxy.rewrite.record import record
 
 log = structlog.get_logger(__name__)
 
@@ -103,8 +104,17 @@ def _measure(app: web.Application, dialect: Dialect, body: dict[str, Any], messa
         return False
     longctx = app.get(appkeys.LONGCTX)
     if longctx is not None and messages is not None:
-        ctx.longctx = RequestMemory(longctx, messages, scope=headers.get("X-Ruyi-Recall"), target=summary_target(longctx, ctx, headers))
+        ctx.longctx = RequestMemory(longctx, messages, scope=headers.get("X-Ruyi-Recall"), target=_summary_target(longctx, ctx, headers))
     return True
+
+
+def _summary_target(longctx: Any, ctx: RequestContext, headers: Any) -> Any:
+    """Where an LLM summarizer sends this session's summaries (``same``: its own model and route, its client's key)."""
+    if longctx.summarizer is None or ctx.route is None:
+        return None
+    auth = headers.get("Authorization") or ""
+    key = ctx.route.key or (auth[7:].strip() if auth[:7].lower() == "bearer " else None)
+    return longctx.summarizer.target(ctx.model, ctx.route.url, ctx.route.kind, key)
 
 
 def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], messages: list[dict[str, Any]] | None,
@@ -113,7 +123,7 @@ def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: d
     assert ctx.measurement is not None and ctx.measurement.turn is not None
     with ctx.measurement.turn:
         try:
-            return finish(app, ctx, built if built is not None else build(app, dialect, raw, body, messages, ctx))
+            return record(app, ctx, built if built is not None else build(app, dialect, raw, body, messages, ctx))
         except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
@@ -147,7 +157,7 @@ def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: d
             built = build(app, dialect, raw, body, messages, ctx)
             if _writes_now(app, ctx, built):
                 return functools.partial(_rewrite_in_turn, app, dialect, raw, body, messages, ctx, built)
-            out = finish(app, ctx, built)
+            out = record(app, ctx, built)
         except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
