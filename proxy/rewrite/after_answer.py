@@ -1,5 +1,4 @@
-"""After the answer: calibrate against the upstream's usage, hand the exchange to the long-context memory (S0),
-queue the audit record."""
+"""After the answer: calibrate against the upstream's usage, hand the exchange to S0, queue the audit record."""
 
 from __future__ import annotations
 

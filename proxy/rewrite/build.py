@@ -1,5 +1,7 @@
-"""The rewrite of one request, made and not yet recorded: the pipeline over its canonical messages, the body it
-builds in the client's dialect, and the bytes that body encodes to (``record`` then says which bytes go out)."""
+"""The rewrite of one request, made and not yet recorded: the pipeline's messages, the body and its bytes.
+
+The pipeline runs over the canonical messages, the body is built in the client's dialect, and ``record`` then
+says which bytes go out."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Recording a request's rewrite before it is forwarded: what it showed and decided, durably when it must be;
-the report of what pruning did; the headers and facts the user sees. Says which bytes go out."""
+"""Recording a request's rewrite before it is forwarded, and saying which bytes go out.
+
+What it showed and decided (durably when it must be), the report of what pruning did, the headers and facts the
+user sees."""
 
 from __future__ import annotations
 

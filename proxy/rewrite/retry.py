@@ -1,5 +1,7 @@
-"""The overflow retry: after the upstream said the prompt does not fit, one harder batch and one retry (in a new turn
-of the request's session, off the loop); its decisions are kept only once the upstream accepts the retry."""
+"""The overflow retry: after the upstream said the prompt does not fit, one harder batch and one retry.
+
+It runs in a new turn of the request's session, off the loop; its decisions are kept only once the upstream
+accepts the retry."""
 
 from __future__ import annotations
 
