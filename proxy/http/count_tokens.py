@@ -12,7 +12,7 @@ from proxy import appkeys
 from proxy.context import CTX_KEY, RequestContext, mode_from
 from proxy.dialects.anthropic import ANTHROPIC_MESSAGES
 from proxy.http.auth import check_route, identify
-from proxy.http.body import read_json_body
+from proxy.http.request_body import read_json_body
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
 from proxy.know.tiers import tier_for
 from proxy.know.window import budget_for, requested_output_tokens
