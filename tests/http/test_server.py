@@ -142,8 +142,7 @@ async def test_sigterm_ends_streams_still_open_at_the_deadline_with_an_error_and
         ndjson = await http.post(url + "/api/chat", json={"model": "llama3", "messages": messages})
         assert (await sse.content.readline()).startswith(b"data: ") and (await ndjson.content.readline()).startswith(b"{")
         waiting = asyncio.ensure_future(http.post(url + "/v1/chat/completions", json={"model": "slow", "messages": messages}))
-        while not slow.received:
-            await asyncio.sleep(0.05)
+        await slow.wait_for()
         proc.send_signal(signal.SIGTERM)
         sse_rest, ndjson_rest = await asyncio.gather(sse.content.read(), ndjson.content.read())  # hang guard below
         answer = await waiting
