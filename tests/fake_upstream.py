@@ -118,10 +118,10 @@ class FakeUpstream:
         items = [r for r in self.received if (path is None or r.path == path) and not ruyis_own(r)]
         return items[-1]
 
-    async def wait_for(self, found: Callable[[Received], bool] = lambda r: True, timeout: float = 30.0) -> Received:
+    async def wait_for(self, found: Callable[[Received], bool] = lambda r: True, within: float = 30.0) -> Received:
         """The first request received for which ``found`` holds, waiting for it to arrive: ``TimeoutError`` after
-        ``timeout`` seconds rather than a hung test."""
-        async with asyncio.timeout(timeout):
+        ``within`` seconds rather than a hung test."""
+        async with asyncio.timeout(within):
             while True:
                 self.arrived.clear()
                 match = next((r for r in self.received if found(r)), None)
@@ -371,7 +371,7 @@ async def file_content(request: web.Request) -> web.StreamResponse:
     await resp.write(data[:half])
     try:
         await asyncio.wait_for(fake.release.wait(), fake.release_wait)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     fake.released_before_the_end = fake.release.is_set()
     await resp.write(data[half:])

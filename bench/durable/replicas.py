@@ -30,9 +30,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, free_port, spawn, stop  # noqa: E402
-from proxy.replay.run import public_traces  # noqa: E402
-from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
+from bench.processes import ROOT, free_port, spawn, stop
+from proxy.replay.run import public_traces
+from tests.fake_upstream import FakeUpstream, make_fake_app
 
 CONFIG = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}, "logging": {"level": "warning"}}
 

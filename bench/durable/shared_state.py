@@ -21,16 +21,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.durable.store import MODEL, TRACES, Side, quantile  # noqa: E402
-from config.load import load_config  # noqa: E402
-from memory.chain import Fingerprinter, MessageChain  # noqa: E402
-from memory.sessions import SessionRegistry  # noqa: E402
-from memory.shared import SharedRegistry  # noqa: E402
-from memory.store.backend import open_store  # noqa: E402
+from bench.durable.store import MODEL, TRACES, Side, quantile
+from config.load import load_config
+from memory.chain import Fingerprinter, MessageChain
+from memory.sessions import SessionRegistry
+from memory.shared import SharedRegistry
+from memory.store.backend import open_store
 from memory.store.options import StoreOptions
-from proxy.http.log import configure_logging  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-from proxy.replay.run import load_trace, request_ends  # noqa: E402
+from proxy.http.log import configure_logging
+from proxy.know.tokens import TokenCounter, warm_up
+from proxy.replay.run import load_trace, request_ends
 
 
 class Replica:

@@ -20,17 +20,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from config.schema import Config  # noqa: E402
-from memory.chain import Fingerprinter, MessageChain, chain_of  # noqa: E402
-from memory.sessions import SessionRegistry  # noqa: E402
-from memory.store.sqlite_store import SQLiteStore  # noqa: E402
-from memory.store.base import Background  # noqa: E402
-from proxy.rewrite.pruning import Outcome, Pruner  # noqa: E402
-from proxy.know.tokens import PromptTokens, TokenCounter, warm_up  # noqa: E402
-from proxy.know.window import budget_for  # noqa: E402
-
-from proxy.replay.run import public_traces  # noqa: E402
+from config.load import load_config
+from config.schema import Config
+from memory.chain import Fingerprinter, MessageChain, chain_of
+from memory.sessions import SessionRegistry
+from memory.store.base import Background
+from memory.store.sqlite_store import SQLiteStore
+from proxy.know.tokens import PromptTokens, TokenCounter, warm_up
+from proxy.know.window import budget_for
+from proxy.replay.run import public_traces
+from proxy.rewrite.pruning import Outcome, Pruner
 
 TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MODEL = "gpt-4o"

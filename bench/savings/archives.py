@@ -27,12 +27,12 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces  # noqa: E402
+from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces
 from conversation.messages import is_error_output, message_text
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from strategies.purge_errors import error_lines  # noqa: E402
-from summaries.extractive import Extractor  # noqa: E402
+from proxy.replay.metrics import request_ends
+from proxy.replay.offline import OfflineRuyi
+from strategies.purge_errors import error_lines
+from summaries.extractive import Extractor
 
 WINDOWS = (8_000, 16_000, 32_000)
 
@@ -52,7 +52,7 @@ def in_background(ruyi: OfflineRuyi) -> list[float]:
     out: the default config has none)."""
     spent, method = [0.0], ruyi.longctx.prepare_for
 
-    def timed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def timed(*args, **kwargs):
         started = time.thread_time()
         try:
             return method(*args, **kwargs)

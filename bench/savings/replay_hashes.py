@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -36,9 +35,9 @@ from config.load import load_config  # noqa: E402
 from config.schema import Config  # noqa: E402
 from proxy.http.app import make_app  # noqa: E402
 from proxy.http.log import configure_logging  # noqa: E402
+from proxy.replay.metrics import request_ends  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
 from proxy.replay.run import Trace, load_trace, public_traces  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
 from proxy.rewrite.steps import default_steps  # noqa: E402
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
 

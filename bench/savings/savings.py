@@ -18,12 +18,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings import baselines  # noqa: E402
-from config.load import load_config  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.know.tokens import TokenCounter  # noqa: E402
-from proxy.replay.run import (  # noqa: E402
-    public_traces,
+from bench.savings import baselines
+from config.load import load_config
+from proxy.know.tokens import TokenCounter
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import (
     Cl100kCounter,
     CountTokens,
     Prices,
@@ -33,6 +32,7 @@ from proxy.replay.run import (  # noqa: E402
     Trace,
     load_trace,
     merge,
+    public_traces,
     replay,
     request_ends,
 )
@@ -85,8 +85,8 @@ def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: 
 
 def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
     """One window's comparison as a markdown table."""
-    head = ("| at a {w}k window | tokens sent | saved | peak request | over the window | cache hit "
-            "| cost with caching | orphans | needles | invalid args | archives |").format(w=window // 1000)
+    head = (f"| at a {window // 1000}k window | tokens sent | saved | peak request | over the window | cache hit "
+            "| cost with caching | orphans | needles | invalid args | archives |")
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, result in rows.items():
         r = result.totals

@@ -22,11 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from memory.chain import Fingerprinter  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
+from config.load import load_config
+from memory.chain import Fingerprinter
+from proxy.know.tokens import TokenCounter, warm_up
+from proxy.replay.metrics import request_ends
+from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import load_trace, public_traces
 
 

@@ -23,9 +23,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
-
-from proxy.replay.run import public_traces  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
+from proxy.replay.run import public_traces
 
 TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MAX_BODY = 32 * 1024 * 1024

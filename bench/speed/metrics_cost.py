@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+from prometheus_client import CollectorRegistry, generate_latest
 
-from config.schema import Route  # noqa: E402
-from proxy.observe.metrics import RequestMetrics, route_labels  # noqa: E402
+from config.schema import Route
+from proxy.observe.metrics import RequestMetrics, route_labels
 
 DEFAULT = Route(url="http://127.0.0.1:11434/v1", kind="openai")
 ROUTES = (Route(model="gpt-*", url="https://api.openai.com/v1", kind="openai"), Route(model="claude-*", url="https://api.anthropic.com", kind="anthropic"))

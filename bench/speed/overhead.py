@@ -27,7 +27,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ruyi as ruyi_process  # noqa: E402
+from bench.processes import ruyi as ruyi_process
 
 ROOT = Path(__file__).resolve().parents[2]
 from proxy.replay.run import public_traces  # noqa: E402
@@ -104,7 +104,7 @@ async def measure(targets: dict[str, str], pids: dict[str, int], n: int, rounds:
             lat: dict[str, list[float]] = {k: [] for k in targets}
             rps: dict[str, list[float]] = {k: [] for k in targets}
             cpu: dict[str, float] = {k: 0.0 for k in targets}
-            for name, url in targets.items():  # warm-up
+            for url in targets.values():  # warm-up
                 await run_batch(http, url, stream, 20, conc, kind)
             for _ in range(rounds):  # interleaved so drift hits every target alike
                 for name, url in targets.items():

@@ -23,7 +23,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
 
 
 async def one(http: aiohttp.ClientSession, url: str, i: int) -> tuple[int, float, float]:

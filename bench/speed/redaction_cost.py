@@ -13,9 +13,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.http.log import REDACTED, Redactor, is_secret_field  # noqa: E402
+from proxy.http.log import REDACTED, Redactor, is_secret_field
 from proxy.replay.run import public_traces
-from redaction.redact import redact, ruleset  # noqa: E402
+from redaction.redact import redact, ruleset
 
 # strategies/placeholder.py's redact_secrets before this change (it redacted refs only), for comparison.
 _SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (

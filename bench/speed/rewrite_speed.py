@@ -12,13 +12,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.replay.run import load_trace  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-
-from proxy.replay.run import public_traces  # noqa: E402
+from config.load import load_config
+from proxy.know.tokens import TokenCounter, warm_up
+from proxy.replay.metrics import request_ends
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import (
+    load_trace,
+    public_traces,
+)
 
 TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 

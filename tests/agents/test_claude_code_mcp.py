@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from proxy.http.app import make_app
 from proxy.http.exposure import server_options
@@ -45,7 +44,7 @@ async def test_claude_code_gets_an_original_back_through_ruyis_recall_tool(aioht
         cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 180)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise
