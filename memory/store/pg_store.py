@@ -217,7 +217,7 @@ class PgStore:
     def audit_records(self, since: float | None = None) -> Iterator[Any]:
         """Every agent's audit records stored at or after ``since`` (all when None), oldest first, streamed (``ruyi report``;
         its ``AuditRecord`` comes with the report's work, memory/store/base.py)."""
-        from memory.store.base import AuditRecord  # type: ignore[attr-defined]  # noqa: PLC0415
+        from memory.store.base import AuditRecord  # type: ignore[attr-defined]
 
         with self.pool.connection() as c, c.cursor() as cur:
             rows = cur.stream("SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s "

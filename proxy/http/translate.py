@@ -19,8 +19,8 @@ from proxy import appkeys, json_codec
 from proxy.context import RequestContext
 from proxy.dialects.anthropic import system_without_billing
 from proxy.dialects.base import Dialect
-from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.errors import ProxyError, stream_error_bytes
+from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.stream import assembler_for
 from proxy.http.upstream import describe
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.forms.facts import is_chinese
-from memory.session import How
 from memory.forms.render import compact as compact_form
+from memory.session import How
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
 from proxy.know.window import num_ctx_for
