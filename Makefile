@@ -38,7 +38,7 @@ test: install-test
 	$(BIN)/python -m pytest -q -m 'not slow' $(PYTEST_ARGS)
 
 bench: install-test
-	$(BIN)/python bench/speed/overhead.py
+	$(BIN)/python bench/serve/overhead.py
 	$(BIN)/python bench/savings/savings.py
 
 clean:

@@ -136,5 +136,5 @@ async def litellm_complete(target: Target, messages: list[dict[str, str]], max_t
 
     response = await litellm.acompletion(model=target.model, messages=messages, api_base=target.api_base, api_key=target.api_key,
                                          max_tokens=max_tokens, temperature=0, timeout=timeout, num_retries=0)
-    content = response.choices[0].message.content  # type: ignore[union-attr]
+    content = response.choices[0].message.content
     return content if isinstance(content, str) else None

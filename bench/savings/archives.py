@@ -27,9 +27,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces
+from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER
+from bench.traces import TRACES, load_traces, requests_of
 from conversation.messages import is_error_output, message_text
-from proxy.replay.metrics import request_ends
 from proxy.replay.offline import OfflineRuyi
 from strategies.purge_errors import error_lines
 from summaries.extractive import Extractor
@@ -71,8 +71,7 @@ def run(window: int, traces: list) -> dict:
         ruyi = OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER)
         background = in_background(ruyi)
         previous_after, recent = None, []
-        for end in request_ends(trace.messages):
-            messages = trace.messages[:end]
+        for messages in requests_of(trace):
             background[0], started = 0.0, time.thread_time()
             ruyi(messages, trace.tools)
             took = (time.thread_time() - started - background[0]) * 1000  # the request's own CPU time

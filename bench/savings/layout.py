@@ -30,7 +30,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/savings/layout.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import TRACES, load_traces, markdown_table, run_strategy
+from bench.savings.savings import markdown_table, run_strategy
+from bench.traces import TRACES, load_traces
 from config.load import load_config
 from proxy.keep.keeper import Keeper
 from proxy.keep.options import NotebookOptions

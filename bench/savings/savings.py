@@ -19,8 +19,10 @@ if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.savings import baselines
+from bench.traces import TRACES, load_traces
 from config.load import load_config
 from proxy.know.tokens import TokenCounter
+from proxy.replay.metrics import request_ends
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import (
     Cl100kCounter,
@@ -30,16 +32,12 @@ from proxy.replay.run import (
     Rewrite,
     StderrProgress,
     Trace,
-    load_trace,
     merge,
-    public_traces,
     replay,
-    request_ends,
 )
 
 RUYI_CONFIG = load_config(None, {k: v for k, v in os.environ.items() if k.startswith("RUYI_")})
 RUYI_COUNTER = TokenCounter(RUYI_CONFIG.tokens)
-TRACES = public_traces()
 WINDOWS = (8_000, 16_000, 32_000)
 Factory = Callable[[int], Rewrite]
 NOTES = (
@@ -62,11 +60,6 @@ STRATEGIES: dict[str, Factory] = {
     "summarize everything at 92 % (Codex / Claude Code style)": baselines.make_summarize_everything,
     "Ruyi": make_ruyi_rewrite,
 }
-
-
-def load_traces(folder: Path) -> list[Trace]:
-    """Every trace file in ``folder`` (INDEX.json excluded), in name order."""
-    return [load_trace(p) for p in sorted(folder.glob("*.json")) if p.name != "INDEX.json"]
 
 
 def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: CountTokens, label: str) -> ReplayResult:

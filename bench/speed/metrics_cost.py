@@ -1,7 +1,7 @@
 """What the metrics cost a request, alone: ``RequestMetrics.record`` with a pruned request's access facts, and one scrape.
 
 Load on a shared machine moves end-to-end latency by more than this costs; timing the call itself says what the hot
-path pays, in microseconds, beside the server CPU per request that bench/speed/overhead.py reports.
+path pays, in microseconds, beside the server CPU per request that bench/serve/overhead.py reports.
 
     .venv/bin/python bench/speed/metrics_cost.py            # -n calls per round, --rounds
 """
@@ -50,7 +50,7 @@ def main() -> None:
     batch = per_call_us(lambda: metrics.record("/v1/chat/completions", ROUTES[0], "openai", 200, FACTS, 812.0, 2.4), args.n, args.rounds)
     quiet = per_call_us(lambda: metrics.record("/v1/chat/completions", DEFAULT, "openai", 200, QUIET, 812.0, 1.1), args.n, args.rounds)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)  # type: ignore[arg-type]
+    registry.register(metrics)
     scrape = per_call_us(lambda: generate_latest(registry), max(1, args.n // 1000), args.rounds)
     print(f"record, a request that ran a batch: {batch:.2f} µs")
     print(f"record, a request that decided nothing: {quiet:.2f} µs")

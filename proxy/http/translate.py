@@ -234,7 +234,7 @@ async def _relay(request: web.Request, ctx: RequestContext, frames: AsyncIterato
     except Exception as exc:  # noqa: BLE001 - end the stream the client's SDK way, never a hang
         error = _error(exc, route, ctx.request_id)
         asm.result.error = error.code
-        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))  # type: ignore[arg-type]
+        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))
     await out.write_eof()
     return out
 

@@ -83,7 +83,7 @@ class LongCtx:
         """Start writing turns, chunks and archives in the background, and removing raw turns older than
         ``retention_days`` every ``sweep_hours`` (in the running event loop)."""
         if self.recall is not None:
-            self.writer = Writer(self.recall, queue_max)  # type: ignore[arg-type] - it writes Recall's items
+            self.writer = Writer(self.recall, queue_max)  # it writes Recall's items
             self.writer.start()
             task = asyncio.get_running_loop().create_task(self._expire_forever(retention_days * 86400, sweep_hours * 3600))
             self._sweeper = task

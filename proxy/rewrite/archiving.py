@@ -82,7 +82,7 @@ class ArchiveStep:
         m, mem, outcome = ctx.measurement, ctx.longctx, ctx.pruning
         if m is None or mem is None or outcome is None or m.count_text is None:
             return messages  # an archive is kept with the pruning outcome's decisions: without one, none is made
-        outcome.decisions.update(mem.decisions)  # type: ignore[arg-type] - a person's request done
+        outcome.decisions.update(mem.decisions)  # a person's request done
         if not self.options.enabled or mem.requested == "pass":
             return messages
         small = m.budget.usable / (m.scale or 1.0)  # the summary's budget scaled to a small window (archive.py: sized_for)

@@ -5,9 +5,9 @@ N clients (1,000 by default) open a stream each at once through a real `ruyi ser
 time to first byte grows by whole stream lengths. With ``--max-connections`` and ``--pool-wait`` the pool is made
 small on purpose, to show the bounded wait ending in a 503 instead of a hang.
 
-    .venv/bin/python bench/speed/pool.py                                             # this tree, its defaults
-    .venv/bin/python bench/speed/pool.py --root /tmp/before                          # another checkout
-    .venv/bin/python bench/speed/pool.py --clients 300 --max-connections 100 --pool-wait 1
+    .venv/bin/python bench/serve/pool.py                                             # this tree, its defaults
+    .venv/bin/python bench/serve/pool.py --root /tmp/before                          # another checkout
+    .venv/bin/python bench/serve/pool.py --clients 300 --max-connections 100 --pool-wait 1
 """
 
 from __future__ import annotations

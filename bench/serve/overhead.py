@@ -5,9 +5,9 @@ longest public trace, repeated: the session's warm path) at concurrency 1. Besid
 second, each server's CPU time per request (all its threads, from /proc): the machine's load moves the latency
 columns, much less this one.
 
-    .venv/bin/python bench/speed/overhead.py                        # this tree
-    .venv/bin/python bench/speed/overhead.py --root /tmp/before     # the same bench against another checkout
-    .venv/bin/python bench/speed/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
+    .venv/bin/python bench/serve/overhead.py                        # this tree
+    .venv/bin/python bench/serve/overhead.py --root /tmp/before     # the same bench against another checkout
+    .venv/bin/python bench/serve/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def main() -> None:
     up, mini, ruyi = free_port(), free_port(), free_port()
     procs = [spawn([sys.executable, "bench/fake_upstream_server.py", str(up)], up)]
     try:
-        procs.append(spawn([sys.executable, "bench/speed/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
+        procs.append(spawn([sys.executable, "bench/serve/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
         procs.append(ruyi_process(ruyi, f"http://127.0.0.1:{up}/v1", {}, args.root))
         targets = {"direct": f"http://127.0.0.1:{up}", "minimal": f"http://127.0.0.1:{mini}", "ruyi": f"http://127.0.0.1:{ruyi}"}
         pids = {"direct": procs[0].pid, "minimal": procs[1].pid, "ruyi": procs[2].pid}

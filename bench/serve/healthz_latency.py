@@ -4,8 +4,8 @@ Three requests, one at a time, each through a real `ruyi serve`: one with a 25 M
 (the public traces repeated, every text unique), and 50,000 tiny messages. While each is in flight, a second
 client asks /healthz again and again (10 ms apart) and keeps the slowest answer.
 
-    .venv/bin/python bench/speed/healthz_latency.py                       # this tree
-    .venv/bin/python bench/speed/healthz_latency.py --root /tmp/before    # the same bench against another checkout
+    .venv/bin/python bench/serve/healthz_latency.py                       # this tree
+    .venv/bin/python bench/serve/healthz_latency.py --root /tmp/before    # the same bench against another checkout
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
-from proxy.replay.run import public_traces
+from bench.traces import trace_paths
 
-TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MAX_BODY = 32 * 1024 * 1024
 
 
@@ -49,7 +48,7 @@ def tool_output_body(size: int) -> dict[str, Any]:
 
 
 def big_body(limit: int) -> dict[str, Any]:
-    traces = [json.loads(p.read_text())["messages"] for p in sorted(TRACES.glob("*.json")) if p.name != "INDEX.json"]
+    traces = [json.loads(p.read_text())["messages"] for p in trace_paths()]
     messages: list[dict[str, Any]] = [traces[0][0]]
     size = 0
     while True:
