@@ -88,7 +88,7 @@ def remembered() -> Keeper:
 def variants(root: Path) -> dict[str, Any]:
     """Name → a factory of a fresh offline Ruyi per trace (window → rewrite)."""
     base = {"workspace.root": str(root)}
-    configs = {
+    configs: dict[str, tuple[dict[str, Any], bool]] = {
         "layout off": ({"layout.mode": "off"}, False),
         "layout append, nothing stored (the default user)": ({}, False),
         "layout append (notebook, 3 anchors, AGENTS.md, cards)": ({**base}, True),

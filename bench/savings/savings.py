@@ -69,8 +69,11 @@ def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: 
     results: list[ReplayResult] = []
     done = 0
     for t in traces:
-        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name,
-                              progress=lambda i, n, base=done: bar(base + i, total)))  # fmt: skip
+
+        def progress(i: int, n: int, base: int = done) -> None:
+            bar(base + i, total)
+
+        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name, progress=progress))
         done += len(results[-1].rows)
     bar(total, total)
     return merge(results)

@@ -16,6 +16,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="source tree of the Ruyi to measure (default: this one)")
     parser.add_argument("--only", default="", help="comma-separated scenario numbers to run (1, 2, 3)")
     args = parser.parse_args()
-    scenarios = [
+    scenarios: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("a 25 MB tool output", lambda: tool_output_body(25_000_000)),
         ("a 32 MiB body (the traces repeated)", lambda: big_body(MAX_BODY - 64 * 1024)),
         ("50,000 tiny messages", lambda: tiny_messages(50_000)),

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -57,7 +58,7 @@ def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> subp
     raise RuntimeError(f"{args} did not start")
 
 
-BODIES: dict[str, list[dict[str, object]]] = {"small": MESSAGES}
+BODIES: dict[str, list[dict[str, Any]]] = {"small": MESSAGES}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -125,7 +126,7 @@ async def measure(targets: dict[str, str], pids: dict[str, int], n: int, rounds:
     return rows
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     out = ["| body | stream | conc | target | median ms | added median ms | added p99 ms | req/s | server CPU ms/req |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -135,14 +136,14 @@ def table(rows: list[dict[str, object]]) -> str:
     ratios = []
     for kind, stream, conc in SCENARIOS:
         sel = {r["target"]: r for r in rows if r["body"] == kind and r["stream"] == stream and r["concurrency"] == conc}
-        mini = float(sel["minimal"]["added_median_ms"])  # type: ignore[arg-type]
+        mini = float(sel["minimal"]["added_median_ms"])
         for name in [t for t in sel if t.startswith("ruyi")]:
-            ruyi = float(sel[name]["added_median_ms"])  # type: ignore[arg-type]
-            throughput = float(sel[name]["rps"]) / float(sel["minimal"]["rps"])  # type: ignore[arg-type]
-            cpu = float(sel[name]["cpu_ms_per_request"]) / float(sel["minimal"]["cpu_ms_per_request"])  # type: ignore[arg-type]
+            ruyi = float(sel[name]["added_median_ms"])
+            throughput = float(sel[name]["rps"]) / float(sel["minimal"]["rps"])
+            cpu_ratio = float(sel[name]["cpu_ms_per_request"]) / float(sel["minimal"]["cpu_ms_per_request"])
             ratios.append(f"{kind} stream={'yes' if stream else 'no'} conc={conc} {name}: adds {ruyi:.2f} ms vs minimal {mini:.2f} ms "
                           f"= {ruyi / mini if mini > 0 else float('nan'):.2f}x (+{ruyi - mini:.2f} ms); "
-                          f"throughput {throughput:.2f}x; CPU per request {cpu:.2f}x")
+                          f"throughput {throughput:.2f}x; CPU per request {cpu_ratio:.2f}x")
     return "\n".join(out) + "\n\n" + "\n".join(f"- {r}" for r in ratios)
 
 

@@ -68,7 +68,10 @@ def main() -> None:
     print(f"root {args.root}: {args.clients} streams at once, upstream {upstream or 'defaults'}")
     print("| streams | 200 | 503 | TTFB p50 s | TTFB p99 s | TTFB max s | 503 answered after, max s |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    p = (lambda q: ok[min(len(ok) - 1, int(q * len(ok)))]) if ok else (lambda q: float("nan"))
+
+    def p(q: float) -> float:
+        return ok[min(len(ok) - 1, int(q * len(ok)))] if ok else float("nan")
+
     print(f"| {args.clients} | {len(ok)} | {len(refused)} | {statistics.median(ok) if ok else float('nan'):.2f} | {p(0.99):.2f} | "
           f"{ok[-1] if ok else float('nan'):.2f} | {max(refused) if refused else float('nan'):.2f} |")
 

@@ -33,7 +33,8 @@ CHUNK_EVERY_S = 0.02
 
 def longest_trace() -> list[dict[str, Any]]:
     traces = [json.loads(p.read_text()) for p in trace_paths()]
-    return max(traces, key=lambda t: len(t["messages"]))["messages"]
+    longest: list[dict[str, Any]] = max(traces, key=lambda t: len(t["messages"]))["messages"]
+    return longest
 
 
 def cold_copy(messages: list[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:

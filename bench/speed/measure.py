@@ -17,7 +17,7 @@ from bench.traces import trace_paths
 from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry
 from proxy.know import tokens, window
-from proxy.know.options import TierOptions
+from proxy.know.options import TierOptions, WindowOptions
 from proxy.know.tiers import tier_for
 from proxy.know.tokens import TokenCounter
 
@@ -38,7 +38,7 @@ class Measurer:
         self.fingerprinter = Fingerprinter()
         self.counter = TokenCounter()
         self.registry = SessionRegistry()
-        self.window_options = window.WindowOptions()
+        self.window_options = WindowOptions()
         self.tiers = TierOptions()
 
     def measure(self, messages: Messages, body: dict[str, Any]) -> tuple[float, float, float, int]:

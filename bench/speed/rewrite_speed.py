@@ -26,7 +26,8 @@ def longest() -> Trace:
 
 def fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A freshly parsed copy, as a request body would be."""
-    return json.loads(json.dumps(messages))
+    copy: list[dict[str, Any]] = json.loads(json.dumps(messages))
+    return copy
 
 
 def main() -> None:

@@ -81,7 +81,7 @@ class Keeper:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` off the event loop."""
         if self._run is not None:
-            return await self._run(fn, *args)  # type: ignore[no-any-return]
+            return await self._run(fn, *args)
         return await asyncio.to_thread(fn, *args)
 
     def close(self) -> None:
@@ -239,10 +239,10 @@ class Keeper:
         return not new and all(held.has((agent_id, *what)) for what in (("notebook",), ("anchors",), ("snapshot", session_id)))
 
     def current_notebook(self, agent_id: str) -> Notebook:
-        return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))  # type: ignore[no-any-return]
+        return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))
 
     def anchor_list(self, agent_id: str) -> list[Anchor]:
-        return self.held.get((agent_id, "anchors"), lambda: self.anchors.list(agent_id))  # type: ignore[no-any-return]
+        return self.held.get((agent_id, "anchors"), lambda: self.anchors.list(agent_id))
 
     @staticmethod
     def inject(messages: list[dict[str, Any]], snapshot: str) -> list[dict[str, Any]]:

@@ -21,7 +21,10 @@ from tests.conftest import base_url, config_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
-pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code is not installed: `make agents` installs the pinned CLIs into .agents/")
+pytestmark = [
+    pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code is not installed: `make agents` installs the pinned CLIs into .agents/"),
+    pytest.mark.timeout(300),  # a real agent CLI, its own 240 s wait inside
+]
 
 
 async def test_claude_code_gets_an_original_back_through_ruyis_recall_tool(aiohttp_server: Any, tmp_path: Path) -> None:

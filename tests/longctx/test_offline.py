@@ -30,10 +30,10 @@ async def test_a_replay_prices_the_llm_summarizers_calls_like_requests(upstream:
         return replay(session(30), None, ruyi, 8000, Cl100kCounter(), Prices())
 
     with_llm, extractive = await asyncio.to_thread(run, llm), await asyncio.to_thread(run, {})
-    assert summarizer_requests(fake) and with_llm.totals.summarizer_tokens > 0 and extractive.totals.summarizer_tokens == 0  # type: ignore[attr-defined]
-    priced = sum(Prices().cost(r.tokens_sent, r.cached) for r in with_llm.rows)  # type: ignore[attr-defined]
-    assert abs(sum(r.cost for r in with_llm.rows) - (priced + with_llm.totals.summarizer_tokens)) < 1e-6  # type: ignore[attr-defined]
-    assert with_llm.totals.archives >= 1 and extractive.totals.archives >= 1  # type: ignore[attr-defined]  # summaries of other sizes: archives elsewhere
+    assert summarizer_requests(fake) and with_llm.totals.summarizer_tokens > 0 and extractive.totals.summarizer_tokens == 0
+    priced = sum(Prices().cost(r.tokens_sent, r.cached) for r in with_llm.rows)
+    assert abs(sum(r.cost for r in with_llm.rows) - (priced + with_llm.totals.summarizer_tokens)) < 1e-6
+    assert with_llm.totals.archives >= 1 and extractive.totals.archives >= 1  # summaries of other sizes: archives elsewhere
 
 
 def test_ruyi_replay_shows_the_archives_and_counts_needles_once_archived(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
