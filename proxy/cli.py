@@ -142,9 +142,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
-    from memory.store.backend import open_store
     from memory.serialized import SerializedRegistry
     from memory.sessions import SessionRegistry
+    from memory.store.backend import open_store
     from memory.sweep import sweep
 
     config = load_config(args.config, os.environ)
@@ -161,8 +161,8 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from memory.store.backend import open_store
     from memory.sessions import SessionRegistry
+    from memory.store.backend import open_store
 
     config = load_config(args.config, os.environ)
     store = open_store(config.store)

@@ -15,7 +15,6 @@ from memory.store.base import StoreError
 from memory.store.sqlite_schema import migrate
 
 
-
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction on ``conn`` (the write lock taken at once): committed whole, or rolled back whole."""

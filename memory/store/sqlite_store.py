@@ -14,11 +14,6 @@ from typing import Any
 
 import structlog
 
-from memory.store.sqlite_database import immediate, private_file
-from memory.store.session_locks import FileSessionLocks, SlotLock
-from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_report import SQLiteReport
-from memory.store.sqlite_schema import migrate
 from memory.store.base import (
     Audit,
     Background,
@@ -30,6 +25,11 @@ from memory.store.base import (
     StoreError,
     Usage,
 )
+from memory.store.session_locks import FileSessionLocks, SlotLock
+from memory.store.sqlite_database import immediate, private_file
+from memory.store.sqlite_recall import TABLES as RECALL_TABLES
+from memory.store.sqlite_report import SQLiteReport
+from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)

@@ -64,7 +64,7 @@ def _records(request: web.Request, since: float | None, scope: str | None, agent
 def _audit(request: web.Request, agent: str, session_id: str) -> list[dict[str, Any]]:
     measurer = request.app[appkeys.MEASURER]
     with measurer.sessions.lock:
-        return measurer.store.audit(agent, session_id)  # type: ignore[no-any-return,union-attr]
+        return measurer.store.audit(agent, session_id)  # type: ignore[union-attr]
 
 
 async def agents(request: web.Request) -> web.Response:

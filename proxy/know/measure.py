@@ -14,9 +14,9 @@ import structlog
 
 from config.schema import Config
 from memory.chain import Fingerprinter, MessageChain
+from memory.chain_index import NeedsStore
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.chain_index import NeedsStore
 from memory.session import How, Resolution, Session
 from memory.sessions import SessionRegistry
 from memory.shared import Relocate, SharedRegistry
@@ -380,7 +380,7 @@ class Measurer:
                 with self.sessions.lock:  # type: ignore[attr-defined]
                     self.store.write_background([ratio])
                 return
-            except Exception:  # noqa: BLE001 - calibration is best effort: queued instead
+            except Exception:  # calibration is best effort: queued instead
                 log.warning("calibration_write_failed", model=ratio.model, exc_info=True)
         if self.writer is not None:
             self.writer.put(ratio)

@@ -18,11 +18,9 @@ from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of, sized_for
 from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
-from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.options import S0Options
+from proxy.longctx.options import ArchiveOptions, S0Options
 from proxy.longctx.request import RequestMemory
-from proxy.longctx.restart import BLOCK_SEPARATOR
-from proxy.longctx.restart import head_size
+from proxy.longctx.restart import BLOCK_SEPARATOR, head_size
 from proxy.longctx.turns import turns_of
 from redaction.redact import redact
 from summaries.extractive import Extractor, is_chinese
@@ -85,7 +83,7 @@ class LongCtx:
         """Start writing turns, chunks and archives in the background, and removing raw turns older than
         ``retention_days`` every ``sweep_hours`` (in the running event loop)."""
         if self.recall is not None:
-            self.writer = Writer(self.recall, queue_max)  # type: ignore[arg-type] - it writes Recall's items
+            self.writer = Writer(self.recall, queue_max)  # it writes Recall's items
             self.writer.start()
             task = asyncio.get_running_loop().create_task(self._expire_forever(retention_days * 86400, sweep_hours * 3600))
             self._sweeper = task
@@ -96,7 +94,7 @@ class LongCtx:
                 removed = await asyncio.to_thread(self.recall.expire_turns, time.time() - retention_s)
                 if removed:
                     log.info("raw_turns_expired", removed=removed)
-            except Exception:  # noqa: BLE001 - retried at the next interval
+            except Exception:  # retried at the next interval
                 log.warning("raw_turns_expire_failed", exc_info=True)
             await asyncio.sleep(interval_s)
 
@@ -227,7 +225,7 @@ class LongCtx:
         try:
             body = await asyncio.to_thread(archive_body, done, client)
             self._put([ArchiveRow(agent_id, session_id, done.record["id"], done.record["number"], body)])
-        except Exception:  # noqa: BLE001 - the archive is in force all the same (a decision); only its record is missing
+        except Exception:  # a failed preparation is made at the archive instead
             log.warning("archive_keep_failed", exc_info=True)
 
     async def _prepare(self, state: SessionMemory, mem: RequestMemory, m: Any) -> None:
@@ -237,7 +235,7 @@ class LongCtx:
             if self.summarizer is not None:
                 await self.prepare_s1(state, mem, m)
                 await asyncio.to_thread(self.prepare_for, mem, m)  # the summary with the LLM's S1, its block counted
-        except Exception:  # noqa: BLE001 - a failed preparation is made at the archive instead
+        except Exception:  # a failed preparation is made at the archive instead
             log.warning("summary_prepare_failed", exc_info=True)
         finally:
             state.preparing = False

@@ -11,10 +11,8 @@ from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
 from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
-from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.options import RetrievalOptions
-from proxy.longctx.restart import head_size
-from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
+from proxy.longctx.options import ArchiveOptions, RetrievalOptions
+from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, head_size, in_force, requested, restart
 from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
 
 RECALL_SHARE = 0.15
@@ -84,7 +82,7 @@ class ArchiveStep:
         m, mem, outcome = ctx.measurement, ctx.longctx, ctx.pruning
         if m is None or mem is None or outcome is None or m.count_text is None:
             return messages  # an archive is kept with the pruning outcome's decisions: without one, none is made
-        outcome.decisions.update(mem.decisions)  # type: ignore[arg-type] - a person's request done
+        outcome.decisions.update(mem.decisions)  # a person's request done
         if not self.options.enabled or mem.requested == "pass":
             return messages
         small = m.budget.usable  # the summary's budget scaled to a small window (archive.py: sized_for), the same in every process
@@ -132,7 +130,7 @@ class ArchiveStep:
 
         prepared: list[bool] = []
 
-        def summarize(first: int, last: int):  # noqa: ANN202 - the service's Summary
+        def summarize(first: int, last: int):  # the service's Summary
             prepared.append(service.is_prepared(s.agent_id, s.session_id, m.links, first, last, base))
             return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base,
                                      options.summary_tokens)

@@ -7,10 +7,10 @@ from typing import Any
 from config.schema import Config
 from memory.session import How
 from proxy.context import RequestContext
-from proxy.rewrite.pipeline import Step
 from proxy.layout.options import LayoutOptions
 from proxy.layout.step import layout_steps, snapshot_after_system, tokens_planned
 from proxy.rewrite.archiving import ArchiveStep, RecallStep, RestartStep
+from proxy.rewrite.pipeline import Step
 from proxy.rewrite.pruning import Pruner
 
 
