@@ -16,8 +16,8 @@ from proxy.dialects.ollama import OLLAMA_CHAT, OLLAMA_GENERATE
 from proxy.dialects.openai_chat import OPENAI_CHAT
 from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
-from proxy.http.request_body import read_json_body
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
+from proxy.http.request_body import read_json_body
 from proxy.http.translate import translated
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
 from proxy.rewrite.after_answer import observe_off_loop

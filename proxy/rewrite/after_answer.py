@@ -41,7 +41,7 @@ def observe(request: web.Request, ctx: RequestContext) -> None:
         try:
             answer = assembled.message() if assembled is not None else None
             request.app[appkeys.LONGCTX].after_answer(ctx.longctx, m, answer)  # S0, in the background
-        except Exception:  # noqa: BLE001 - the answer is already on its way
+        except Exception:  # the answer is already on its way
             request.app[appkeys.PIPELINE].failures["raw_turns"] += 1
             log.warning("raw_turns_failed", request_id=ctx.request_id, exc_info=True)
     try:
@@ -64,6 +64,6 @@ def observe(request: web.Request, ctx: RequestContext) -> None:
         audit_file = request.app.get(appkeys.AUDIT_FILE)
         if audit_file is not None:  # audit.path: the same record as a JSON line, redacted and written by its own thread
             audit_file.put(m.session.agent_id, m.session.session_id, ctx.request_id, record)
-    except Exception:  # noqa: BLE001 - the answer is already on its way; never fail it here
+    except Exception:  # the answer is already on its way; never fail it here
         request.app[appkeys.PIPELINE].failures["observe"] += 1
         log.warning("observe_failed", request_id=ctx.request_id, exc_info=True)

@@ -51,7 +51,7 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     ollama = ctx.route is not None and ctx.route.kind == "ollama"
     try:
         window = await measurer.window(dialect.name, ctx.model or "", body, ollama, request.headers)
-    except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
+    except Exception:  # fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return raw
@@ -98,7 +98,7 @@ def _measure(app: web.Application, dialect: Dialect, body: dict[str, Any], messa
                                                         agent_id=ctx.agent_id, stored=stored)
     except NeedsStore:
         raise
-    except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
+    except Exception:  # fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return False
@@ -124,7 +124,7 @@ def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: d
     with ctx.measurement.turn:
         try:
             return record(app, ctx, built if built is not None else build(app, dialect, raw, body, messages, ctx))
-        except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
+        except Exception:  # fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
             ctx.longctx = None
@@ -177,7 +177,7 @@ def _plan_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: dict
             if _writes_now(app, ctx, built):
                 return Plan("rest_in_turn", messages=messages, built=built)
             out = record(app, ctx, built)
-        except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
+        except Exception:  # fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
             out = raw

@@ -55,7 +55,7 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
     app = request.app
     try:
         forwarded = record(app, ctx, build(app, dialect, raw, body, messages, ctx, keep=False))
-    except Exception:  # noqa: BLE001 - fail open: relay the upstream's error as it is
+    except Exception:  # fail open: relay the upstream's error as it is
         app[appkeys.PIPELINE].failures["rewrite"] += 1
         log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
         return None
