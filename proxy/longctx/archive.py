@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from hashlib import blake2b
 from typing import Any
 
+from conversation.task import instructions
 from memory.chain import SYSTEM_ROLES
 from proxy.know.options import TierOptions
 from proxy.know.window import Budget
@@ -93,7 +94,7 @@ class Plan:
     suffix: int
     """Raw tokens of the newest turns kept."""
     keep: tuple[int, ...]
-    """Positions of system messages among the archived ones (they stay)."""
+    """Positions of system messages and of the person's later instructions among the archived ones (they stay)."""
     estimate: int
     """Raw tokens of the restarted request, its block estimated."""
 
@@ -114,8 +115,9 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
     block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
-    system_in = [p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES]
-    starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and view[k].get("role") == "assistant"]
+    system_in = sorted({p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
+                       | set(kept_instructions(client, h, client_tokens, budget.usable / (ratio or 1.0))))
+    starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and turn_start(view, k)]
     if not starts:
         return None
     suffix = [0] * (len(view) + 1)
@@ -134,6 +136,26 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
     return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen])
+
+
+def turn_start(view: Sequence[Mapping[str, Any]], k: int) -> bool:
+    """Whether a turn starts at view message ``k``: an answer, or a user message right after another one (a text-mode
+    agent that dropped its failed replies sends observations only: each is a turn an archive may take)."""
+    role = view[k].get("role")
+    return role == "assistant" or (role == "user" and k > 0 and view[k - 1].get("role") == "user")
+
+
+INSTRUCTIONS_KEPT = 5
+"""The newest later instructions of the person an archive keeps verbatim (beside the task)."""
+INSTRUCTION_SHARE = 0.05
+"""A later instruction is kept verbatim up to this share of the usable window (a bigger one is summarized)."""
+
+
+def kept_instructions(client: Sequence[Mapping[str, Any]], head: int, client_tokens: Sequence[int], usable_raw: float) -> list[int]:
+    """Positions after the head of the person's later instructions (not tool results in text form) that an archive
+    keeps where they are: the newest INSTRUCTIONS_KEPT, each below INSTRUCTION_SHARE of the window."""
+    found = [p for p in instructions(client, head) if client_tokens[p] <= INSTRUCTION_SHARE * usable_raw]
+    return found[-INSTRUCTIONS_KEPT:]
 
 
 def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, tiers: TierOptions) -> bool:
