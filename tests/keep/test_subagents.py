@@ -132,3 +132,23 @@ async def test_on_postgres_a_restart_still_recognises_the_child_from_the_kept_ta
     resp = await post(second, child(0), headers={"X-Ruyi-Agent": "a"})
     assert resp.headers["X-Ruyi-Session"] != parent
     assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+
+
+async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_recognised_and_shows_its_parent(
+        make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    from tests.conversation.agent_bodies import CLAUDE_REMINDER_AFTER, CLAUDE_REMINDER_BEFORE
+    proxy = await make_proxy()
+    parent = await start_parent(proxy, fake)
+    blocks = [{"role": "system", "content": CHILD_SYSTEM},
+              {"role": "user", "content": [{"type": "text", "text": CLAUDE_REMINDER_BEFORE}, {"type": "text", "text": PROMPTS[0]},
+                                           {"type": "text", "text": CLAUDE_REMINDER_AFTER}]}]
+    one_text = [{"role": "system", "content": CHILD_SYSTEM},
+                {"role": "user", "content": CLAUDE_REMINDER_BEFORE + PROMPTS[1] + "\n" + CLAUDE_REMINDER_AFTER}]
+    for opening in (blocks, one_text):
+        resp = await post(proxy, opening, headers={"X-Ruyi-Agent": "a"})
+        child_id = resp.headers["X-Ruyi-Session"]
+        assert child_id != parent
+        assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+        async with aiohttp.ClientSession() as http:
+            got = await http.get(base_url(proxy) + f"/ruyi/v1/sessions/{child_id}", headers={"X-Ruyi-Agent": "a"})
+            assert got.status == 200 and (await got.json())["parent_id"] == parent
