@@ -14,6 +14,7 @@ import structlog
 
 from config.schema import Config
 from memory.chain import Fingerprinter, MessageChain
+from memory.agent_ids import agent_session_of
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
 from memory.chain_index import NeedsStore
@@ -241,7 +242,8 @@ class Measurer:
             resolution, turn = self._resolve_shared(agent_id, chain, session_header(headers), stored)
         else:
             with self.sessions.lock:  # type: ignore[attr-defined]
-                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
+                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored,
+                                                   agent_session=agent_session_of(headers))
                 turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
         try:
             exact = context_tokens(body) if messages is None else 0  # model tokens already: not calibrated
