@@ -32,7 +32,7 @@ from proxy.know.loaded_models import LoadedModels, ModelKey, keep_alive_seconds
 from proxy.know.server_window import ServerWindows
 from proxy.know.tiers import Tier, tier_for
 from proxy.know.tokens import TokenCounter
-from proxy.know.window import Budget, OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
+from proxy.know.window import ABOVE_HEADER, Budget, OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
 from proxy.offload import TURN_WAIT_S, Offload, Turn
 from proxy.routes import upstream_url
 
@@ -197,8 +197,8 @@ class Measurer:
         window = window_module.window_for(model, self.config.window)
         if window.source == "default" and self.config.window.ask_server and self.config.route_for(model).kind != "anthropic":
             window = await self._server_window(model, headers) or window
-        if wants_context_1m(headers) and window.tokens < CONTEXT_1M:
-            window = Window(CONTEXT_1M, "anthropic_beta")
+        if wants_context_1m(headers) and window.source not in ABOVE_HEADER and window.tokens < CONTEXT_1M:
+            window = Window(CONTEXT_1M, "anthropic_beta")  # below the config and the request's own setting
         return self._within_learnt(model, window)
 
     def _within_learnt(self, model: str, window: Window) -> Window:

@@ -161,7 +161,15 @@ async def test_context_1m_beta_raises_the_window(make_proxy: MakeProxy) -> None:
     sync, _ = clients(proxy)
     raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
                                                  extra_headers={"anthropic-beta": "fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07"})
-    assert raw.headers["X-Ruyi-Window"] == "1000000"
+    assert raw.headers["X-Ruyi-Window"] == "1000000" and raw.headers["X-Ruyi-Window-Source"] == "anthropic_beta"
+
+
+async def test_a_configured_window_wins_over_the_context_1m_header(make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy("anthropic", window={"models": {"claude-*": 100000}})
+    sync, _ = clients(proxy)
+    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
+                                                 extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+    assert raw.headers["X-Ruyi-Window"] == "100000" and raw.headers["X-Ruyi-Window-Source"] == "config"
 
 
 async def test_context_management_is_forwarded_untouched_and_its_clearing_is_counted(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
