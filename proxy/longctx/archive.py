@@ -63,12 +63,16 @@ def reason_for(tokens: int, budget: Budget, tiers: TierOptions, current: Mapping
         return "requested"
     if tokens > budget.usable:
         return "over_window"
-    return "archive_tier" if tokens >= tiers.archive * budget.usable and regrown(tokens, current) else None
+    if tokens >= tiers.archive * budget.usable and regrown(tokens, current):
+        return "archive_tier"
+    return None
 
 
 def regrown(tokens: int, current: Mapping[str, Any] | None) -> bool:
-    """Whether the session grew enough since the archive in force for another one (no compaction loop)."""
-    return current is None or tokens >= int(current.get("next_at") or 0)
+    """Whether the session grew enough since the archive in force for another one at the archive tier (no compaction
+    loop): ``tier_at``, the wait measured against the room the archive made (``next_at``, a third of the window, is
+    when an early, economic archive may come; records made before ``tier_at`` existed use it for both)."""
+    return current is None or tokens >= int(current.get("tier_at", current.get("next_at")) or 0)
 
 
 def early_point(restart: float, growth: float, cache_read_ratio: float) -> float:
@@ -189,7 +193,8 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
         "id": "a" + blake2b(f"{number}\x00{links[end]}".encode(), digest_size=6).hexdigest(),
         "number": number, "request": request, "head": h, "end": end, "end_link": links[end], "system": carrier, "keep": list(p.keep),
         "block": block, "block_tokens": block_tokens, "tokens_before": round(raw_total * ratio), "tokens_after": tokens_after,
-        "next_at": tokens_after + round(options.regrow * budget.window), "reason": reason, "turns": turns,
+        "next_at": tokens_after + round(options.regrow * budget.window),
+        "tier_at": tokens_after + regrow_wait(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
         "chunks": [c.chunk_id for c in summary.chunks], "spans": [[c.first, c.last] for c in summary.chunks],
         "summary_source": summary.source,
     }
@@ -197,6 +202,21 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept:])
     final = (*head_positions, *p.keep, *positions[p.kept:])
     return Archived(record, messages, final, tokens_after, raw_after, summary)
+
+
+ROOM_SHARE = 0.5
+"""After an archive the next one waits for the session to regrow by at most this share of the room the archive made
+below the archive tier (and at most ``archive.regrow`` of the window): with a big fixed prefix (Claude Code's system
+prompt and tools) a third of the window is more than the room left, and the next archive would wait for overflow."""
+
+MIN_WAIT = 0.1
+"""…but at least this share of the window: an archive that made little room is not followed by another at once."""
+
+
+def regrow_wait(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tokens_after: int) -> int:
+    """Tokens a session must regrow by after an archive before the next one at the archive tier."""
+    room = max(0.0, tiers.archive * budget.usable - tokens_after)
+    return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.window)))
 
 
 SUMMARY_SHARE = 0.045
