@@ -12,6 +12,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
+from memory.chain import MessageChain
+from memory.session import Session
+
 AGENT_SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-opencode-session")
 """Headers that carry an agent's own session id, in the order they are read."""
 MAX_ID_CHARS = 200
@@ -52,8 +55,22 @@ class AgentIds:
             found = self._map.get((agent_id, agent_session))
         return (found[0], found[2]) if found is not None else None
 
-    def seen(self, agent_id: str, agent_session: str, session_id: str, requests: int, digests: Sequence[bytes]) -> None:
-        key = (agent_id, agent_session)
+    def resumed(self, agent_id: str, agent_session: str | None, chain: MessageChain) -> str | None:
+        """The session a request resumes (to resolve it by, as if named in X-Ruyi-Session): the one its agent's id maps
+        to, when the request does not simply continue it (the chain index finds that) but still carries most of it."""
+        found = self.get(agent_id, agent_session) if agent_session is not None else None
+        if found is None:
+            return None
+        session_id, known = found
+        if tuple(chain.digests[: len(known)]) == known:
+            return None  # a plain continuation (or the same request again): the chain index decides
+        return session_id if resumes(chain.digests, chain.first_non_system, known) else None
+
+    def seen(self, agent_id: str, agent_session: str | None, session: Session, chain: MessageChain) -> None:
+        """A request with this agent's id was resolved to ``session``: the id maps to it if it is the busiest one."""
+        if agent_session is None:
+            return
+        key, session_id, requests, digests = (agent_id, agent_session), session.session_id, session.requests, chain.digests
         with self._lock:
             found = self._map.get(key)
             if found is None or found[0] == session_id or requests > found[1]:

@@ -11,7 +11,6 @@ from typing import Any
 
 import structlog
 
-from memory.agent_ids import AgentIds, resumes
 from memory.chain import MessageChain
 from memory.chain_index import AgentSessions, NeedsStore, find_session, needs_store
 from memory.decisions import merge, restore
@@ -52,8 +51,6 @@ class SessionRegistry:
         self._soon = soon
         """Asks the background writer to `flush` soon (see `settle`); None: `settle` writes at once."""
         self._agents: dict[str, AgentSessions] = {}
-        self.agent_ids = AgentIds()
-        """The agents' own session ids (Claude Code's, opencode's) → the Ruyi session each resumes."""
         self._lru: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._unsaved = Unsaved()
         self.reports_max = reports_max  # reports kept per session (in memory, and read back from the store by `reports`)
@@ -63,29 +60,7 @@ class SessionRegistry:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def resolve(self, agent_id: str, chain: MessageChain, session_id: str | None = None, *, stored: bool = True,
-                agent_session: str | None = None) -> Resolution:
-        """``_resolve``; with ``agent_session`` (the agent's own id, memory.agent_ids) a request whose history no longer
-        continues its session byte for byte but still carries most of it (a resumed conversation) continues it."""
-        if agent_session is None or session_id is not None:
-            return self._resolve(agent_id, chain, session_id, stored=stored)
-        ids = self.agent_ids
-        mapped = ids.get(agent_id, agent_session)
-        resolution = None
-        if mapped is not None:
-            found = self._find(agent_id, self._agents[agent_id].tips, self._unsaved.tips, chain.links, 0, tips=True,
-                               stored=stored) if agent_id in self._agents else None
-            if found is None:
-                session = self._live(agent_id, mapped[0], stored)
-                if session is not None and resumes(chain.digests, chain.first_non_system, mapped[1]):
-                    log.info("session_resumed", agent_id=agent_id, session_id=session.session_id)
-                    resolution = self._advance(session, chain, How.CONTINUED, chain.shared_prefix(session.links))
-        if resolution is None:
-            resolution = self._resolve(agent_id, chain, None, stored=stored)
-        ids.seen(agent_id, agent_session, resolution.session.session_id, resolution.session.requests, chain.digests)
-        return resolution
-
-    def _resolve(self, agent_id: str, chain: MessageChain, session_id: str | None = None, *, stored: bool = True) -> Resolution:
+    def resolve(self, agent_id: str, chain: MessageChain, session_id: str | None = None, *, stored: bool = True) -> Resolution:
         """Find or start the session of a request and move its tip to this request's chain.
 
         `session_id` (X-Ruyi-Session) wins. Otherwise the request continues the session whose latest

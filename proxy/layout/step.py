@@ -15,7 +15,7 @@ from proxy.layout.options import LayoutOptions, LayoutSettings
 from proxy.layout.placement import system_text, with_block, with_system
 from proxy.layout.sections import Section, anchors_text, block, core, full_system, relevant_anchors, reminder, terms
 from proxy.layout.sources import NO_MEMORY, Memory, Sources
-from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
+from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block, with_usage
 from summaries.extractive import text_of
 
 Messages = list[dict[str, Any]]
@@ -195,6 +195,10 @@ class LayoutStep:
                 replace = self._full(messages, state.record)
             out, positions = with_system(out, positions, text, replace)
             added = (count(replace) - count(system_text(messages)) if replace is not None else count(text)) + GAP_TOKENS
+        outcome = ctx.pruning
+        if state.trailing.get("metadata") and outcome is not None and "usage_after" in outcome.report:
+            state.trailing["metadata"] = with_usage(state.trailing["metadata"], float(outcome.report["usage_after"]), m.window.tokens,
+                                                    str(outcome.report.get("tier_after", m.tier.value)))
         blk = trailing_block(state.trailing)
         at = newest_input(out)
         if blk and at is not None:

@@ -3,6 +3,7 @@ its preambles stay where they were, the summary's Task quotes the request, and u
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from proxy.replay.run import Cl100kCounter
@@ -64,3 +65,15 @@ async def test_a_history_of_user_messages_only_never_goes_over_the_window(make_p
         assert COUNT(out, None).total <= WINDOW, f"request {k} over the window"
         assert out[1] == client[1]  # the task, verbatim
     assert COUNT(client, None).total > 2 * WINDOW
+
+
+async def test_the_metadata_tells_the_model_the_usage_and_tier_of_what_is_forwarded(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    import re
+    proxy = await make_proxy(**CONFIG, layout={"metadata": True})
+    client = qwen_code() + [m for t in range(60) for m in turn(t)]  # far over the window: archived in this request
+    resp = await post(proxy, client)
+    assert resp.headers.get("X-Ruyi-Archived") == "1"
+    text = json.dumps(forwarded(fake))
+    found = re.search(r"- context: (\d+)% of [\d,]+ tokens used \(tier (\w+)\)", text)
+    assert found is not None
+    assert int(found.group(1)) < 100 and found.group(2) == resp.headers["X-Ruyi-Tier"] != "archive"
