@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import ipaddress
-import os
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -27,15 +26,9 @@ from proxy.observe.options import AuditOptions
 from proxy.observe.options import MetricsOptions
 from proxy.rewrite.options import PruningOptions
 from summaries.options import SummarizerOptions
+from redaction.secrets import resolve_secret
 
 UpstreamKind = Literal["openai", "ollama", "anthropic"]
-
-
-def resolve_secret(value: str | None) -> str | None:
-    """A literal secret, or ``env:NAME`` read from the environment (``None`` when unset)."""
-    if value is None or not value.startswith("env:"):
-        return value
-    return os.environ.get(value[4:]) or None
 
 
 def _check_url(url: str) -> None:

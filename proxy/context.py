@@ -65,6 +65,9 @@ class RequestContext:
     parent_id: str | None = None
     """``X-Ruyi-Parent``: the session this request's session is a sub-agent of, said explicitly."""
     task: str | None = None
+    recall_tool: str | None = None
+    """The name under which the request offers Ruyi's MCP ``recall`` tool (``mcp__ruyi__recall``, or a bare ``recall``),
+    if it does: placeholders and the archive block then say to call it with the id."""
     """``X-Ruyi-Task``: the task instruction of the ``full`` layout (else the first user message)."""
     layout: LayoutState | None = None
     """The layout of this request (the stable part in force, the per-request block), once planned."""

@@ -83,6 +83,9 @@ class StrategyContext:
     min_saving_tokens: int = 20
     conversation: Conversation | None = None
     memo: MutableMapping[Any, Any] | None = None
+    recall_tool: str | None = None
+    """The name the request offers Ruyi's MCP ``recall`` tool under, if it does: a placeholder then says to call it
+    with its ref (the model can fetch the original itself)."""
     usable_tokens: int | None = None
     """The window less the answer's reserve, on the same scale as ``count_tokens``: caps meant for big windows
     (truncation's) are scaled down to it, so no single output outgrows a small window."""

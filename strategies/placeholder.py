@@ -31,13 +31,16 @@ def ref_id(identity: str, target: str, original: str) -> str:
     return "r" + digest.hexdigest()[:12]
 
 
-def kept_as(ref: str) -> str:
-    """How a placeholder names its original: the model cannot fetch it, so the ref id is said to be for a person or
-    a tool (``GET /ruyi/v1/refs/<id>``); what the model itself can do comes before it (run it again, read the file)."""
+def kept_as(ref: str, tool: str | None = None) -> str:
+    """How a placeholder names its original: with Ruyi's recall tool offered, the call that brings it back; else the
+    ref id is said to be for a person or a tool (``GET /ruyi/v1/refs/<id>``), after what the model itself can do."""
+    if tool:
+        return f"original kept: call {tool} with id {ref} to get it back"
     return f"original kept for a person or tool as ref {ref}"
 
 
-def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None) -> str:
+def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None,
+                tool: str | None = None) -> str:
     """`[ruyi: older output of `cmd` (1,240 tokens) replaced: why; how; original kept for a person or tool as
     ref r…]`, nothing session-dependent; ``how`` is what the model can do to get the content back.
 
@@ -48,7 +51,7 @@ def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str
     first = f", first line `{first_line}`" if first_line else ""
     label = redact(label)
     label = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
-    return f"[ruyi: {what} of `{label}` ({tokens:,} tokens{first}) replaced: {why}; {how}; {kept_as(ref)}]"
+    return f"[ruyi: {what} of `{label}` ({tokens:,} tokens{first}) replaced: {why}; {how}; {kept_as(ref, tool)}]"
 
 
 def first_line(text: str, label: str, limit: int = 40) -> str | None:
@@ -72,7 +75,7 @@ def remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], B
     """build(), remembered in ctx.memo under key (every input of build is in the key; texts by text_key)."""
     if ctx.memo is None:
         return build()
-    key = (*key, ctx.min_saving_tokens, ctx.count_tokens)
+    key = (*key, ctx.min_saving_tokens, ctx.count_tokens, ctx.recall_tool)
     found: Built | bool | None = ctx.memo.get(key)
     if found is None:
         found = ctx.memo[key] = build() or False  # False: nothing worth replacing, remembered too
@@ -94,7 +97,7 @@ def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext,
         before = ctx.count_tokens(original)
         if before < ctx.min_saving_tokens:
             return None
-        text = placeholder(what, label, before, why, how, ref, first_line(original, label))
+        text = placeholder(what, label, before, why, how, ref, first_line(original, label), ctx.recall_tool)
         after = ctx.count_tokens(text)
         return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None
 
@@ -138,7 +141,7 @@ def _arguments_placeholder(arguments: str, target: str, label: str, ctx: Strateg
             new[key] = value
             continue
         tokens = ctx.count_tokens(value if isinstance(value, str) else encoded)
-        new[key] = placeholder(f"`{key}` argument", label, tokens, why, how, ref)
+        new[key] = placeholder(f"`{key}` argument", label, tokens, why, how, ref, tool=ctx.recall_tool)
     if new == args:
         return None
     new = redact_value(new)  # the values kept as they were are Ruyi's text now: redacted like the rest

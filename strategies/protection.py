@@ -35,8 +35,9 @@ class Protection:
         """list of globs, default *.md, anchors.md, requirements.md, design.md: a call reading or writing a
         path whose name (or whole path) matches, case-insensitively, is never touched, nor its result."""
 
-        protected_tools: tuple[str, ...] = ("Task", "task", "TodoWrite", "todowrite", "TodoRead", "todoread")
-        """list of tool names, default the sub-agent and todo tools: their calls and results are never touched."""
+        protected_tools: tuple[str, ...] = ("Task", "task", "TodoWrite", "todowrite", "TodoRead", "todoread", "mcp__ruyi__recall", "recall")
+        """list of tool names, default the sub-agent and todo tools and Ruyi's own ``recall`` (what the model asked back
+        is never cut again): their calls and results are never touched."""
 
         observations_in_user_messages: bool = False
         """bool, default false: treat a user message that starts like a tool observation (<returncode>, …)

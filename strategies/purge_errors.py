@@ -92,7 +92,7 @@ class PurgeErrors:
                 return None
             ref = ref_id(identity, CONTENT, original)
             head = placeholder("failed output", label, before, why, "run it again for the whole output", ref,
-                               first_line(original, label))
+                               first_line(original, label), ctx.recall_tool)
             text = "\n".join([head, *error_lines(original, keep)])
             after = ctx.count_tokens(text)
             return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None

@@ -148,7 +148,7 @@ class Truncation:
             tokens = ctx.count_tokens(text)
             if tokens <= budget and not too_many_files:
                 continue
-            key = ("truncation", call.call_id, call.result, text_key(text), budget, self.options)
+            key = ("truncation", call.call_id, call.result, text_key(text), budget, self.options, ctx.recall_tool)
             replacement = ctx.memo.get(key) if ctx.memo is not None else None
             if replacement is None:
                 replacement = self._truncate(call, text, tokens, budget, ctx)
@@ -171,7 +171,7 @@ class Truncation:
             omitted += dropped
             header = (f"[ruyi: output of `{label}` truncated from {tokens:,} tokens, {omitted:,} lines "
                       f"omitted (kept head, tail, errors and matches); run a narrower command "
-                      f"(grep -n, sed -n 'a,bp') for the rest; {kept_as(ref)}]")
+                      f"(grep -n, sed -n 'a,bp') for the rest; {kept_as(ref, ctx.recall_tool)}]")
             new_text = "\n".join([header, *kept])
             after = ctx.count_tokens(new_text)
             if after <= budget or body_budget <= _MIN_BUDGET // 4:

@@ -181,11 +181,6 @@ def is_chinese(digest: Digest, task: str | None = None) -> bool:
     return cjk * 3 > latin and cjk > 0
 
 
-def shifted(digest: Digest, offset: int) -> Digest:
-    """The same digest with its positions moved by ``offset``."""
-    return digest if digest.empty else replace(digest, first=digest.first + offset, last=digest.last + offset)
-
-
 def _exit_of(output: str | None) -> int | None:
     if not output:
         return None

@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from redaction.secrets import resolve_secret
 from summaries.options import SummarizerOptions
 from summaries.prompt import acceptable, messages_for
 
@@ -57,8 +58,8 @@ class LLMSummarizer:
             if not model or not (route_url or o.api_base):
                 return None
             prefix = "ollama_chat" if route_kind == "ollama" else "openai"
-            return Target(f"{prefix}/{model}", o.api_base or route_url, resolve(o.api_key) or key)
-        return Target(o.model, o.api_base, resolve(o.api_key))
+            return Target(f"{prefix}/{model}", o.api_base or route_url, resolve_secret(o.api_key) or key)
+        return Target(o.model, o.api_base, resolve_secret(o.api_key))
 
     def open_breakers(self) -> int:
         """Sessions whose breaker is open now (their LLM summaries paused): the breakers' state, for /metrics."""
@@ -126,13 +127,6 @@ class LLMSummarizer:
             self._failures.popitem(last=False)
         log.info("summarizer_fell_back", reason=why, failures=failures + 1)
         return None, why
-
-
-def resolve(value: str | None) -> str | None:
-    """A literal secret, or ``env:NAME`` read from the environment."""
-    if value is None or not value.startswith("env:"):
-        return value
-    return os.environ.get(value[4:]) or None
 
 
 async def litellm_complete(target: Target, messages: list[dict[str, str]], max_tokens: int, timeout: float) -> str | None:

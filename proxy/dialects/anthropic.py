@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts
+from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts, sse_data
 
 BILLING_LINE = "x-anthropic-billing-header:"
 """Claude Code's attribution line in the system prompt (``cc_version=…; cc_entrypoint=…; cch=…;``): its value
@@ -49,9 +49,6 @@ class AnthropicMessages(Dialect):
         if found is None or not len(found[1]) == len(before) == len(after):
             raise ValueError("the pipeline changed the number of messages; Anthropic bodies are rewritten block by block")
         return {**body, "messages": write_back(body["messages"], found[1], before, after)}
-
-    def assembler(self) -> AnthropicAssembler:
-        return AnthropicAssembler()
 
     def server_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
         return context_management_summary(body)
@@ -263,12 +260,9 @@ class AnthropicAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
 
     def feed_lines(self, data: bytes) -> None:
-        for raw in data.splitlines():
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
+        for payload in sse_data(data):
             try:
-                obj = json.loads(line[5:])
+                obj = json.loads(payload)
             except ValueError:
                 continue
             if isinstance(obj, dict):

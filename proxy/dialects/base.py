@@ -18,7 +18,7 @@ without a second redesign:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -56,6 +56,14 @@ class Assembler(Protocol):
     def feed_object(self, obj: dict[str, Any]) -> None: ...
 
 
+def sse_data(data: bytes) -> Iterator[bytes]:
+    """The payload of each SSE ``data:`` line in ``data`` (stripped); every other line (``event:``, blank) skipped."""
+    for raw in data.splitlines():
+        line = raw.strip()
+        if line.startswith(b"data:"):
+            yield line[5:].strip()
+
+
 @dataclass(frozen=True)
 class Dialect:
     """How one endpoint's body carries messages, whether it streams, and how its answer is assembled."""
@@ -73,9 +81,6 @@ class Dialect:
     def with_messages(self, body: dict[str, Any], before: Messages, after: Messages, positions: Sequence[int] | None = None) -> dict[str, Any]:
         """A new body carrying ``after``; messages the pipeline left alone keep their exact native form.
         ``positions``: each of ``after``'s messages' position in ``before`` (-1: added), when messages were removed or added."""
-        raise NotImplementedError
-
-    def assembler(self) -> Assembler:
         raise NotImplementedError
 
     def server_context(self, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -33,9 +33,6 @@ class OllamaChat(Dialect):
             native = [native[p] if p >= 0 else {"role": m.get("role"), "content": ""} for p, m in zip(positions, after)]
         return {**body, "messages": canonical_to_ollama(native, before, after)}
 
-    def assembler(self) -> OllamaAssembler:
-        return OllamaAssembler()
-
 
 @dataclass(frozen=True)
 class OllamaGenerate(OllamaChat):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy import json_codec
-from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts
+from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts, sse_data
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,6 @@ class OpenAIChat(Dialect):
 
     def with_messages(self, body: dict[str, Any], before: Messages, after: Messages, positions: Sequence[int] | None = None) -> dict[str, Any]:
         return body if after is before else {**body, "messages": after}
-
-    def assembler(self) -> OpenAIAssembler:
-        return OpenAIAssembler()
 
 
 OPENAI_CHAT = OpenAIChat("openai_chat", "openai")
@@ -61,11 +58,7 @@ class OpenAIAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
 
     def feed_lines(self, data: bytes) -> None:
-        for raw in data.splitlines():
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
+        for payload in sse_data(data):
             if payload == b"[DONE]":
                 self.result.done = True
                 continue

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.dialects.base import Assembled, Dialect, Messages
+from proxy.dialects.base import Assembled, Dialect, Messages, sse_data
 
 TOOL_OUTPUTS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
@@ -272,12 +272,9 @@ class ResponsesAssembler:
         self.result = Assembled()
 
     def feed_lines(self, data: bytes) -> None:
-        for raw in data.splitlines():
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
+        for payload in sse_data(data):
             try:
-                obj = json.loads(line[5:])
+                obj = json.loads(payload)
             except ValueError:
                 continue
             if isinstance(obj, dict):

@@ -50,6 +50,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     if probe_upstream:
         app.cleanup_ctx.append(_startup_probe)
     app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/", health.root)  # and HEAD /, which Claude Code sends at start
     app.router.add_get("/readyz", health.readyz)
     if config.metrics.enabled:
         metrics_endpoint.install(app)  # GET /metrics, and the per-request tallies the access event adds to

@@ -34,6 +34,11 @@ async def upstream_answers(session: aiohttp.ClientSession, route: Route) -> str 
         return type(exc).__name__
 
 
+async def root(request: web.Request) -> web.Response:
+    """``GET /`` (and ``HEAD /``, which Claude Code sends at start): what this is and where to look."""
+    return web.json_response({"name": "ruyi", "status": "ok", "dashboard": "/ruyi/ui", "mcp": "/mcp", "api": "/ruyi/v1"})
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 

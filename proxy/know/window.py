@@ -32,8 +32,6 @@ ShowModel = Callable[[str], Awaitable[Mapping[str, Any] | None]]
 WINDOW_SOURCES = ("learnt", "config", "request", "anthropic_beta", "server", "server_default", "model_info", "litellm", "default")
 """Where a window comes from, first wins (``learnt`` only when below all else): the precedence table of docs/windows.md,
 sent as ``X-Ruyi-Window-Source``."""
-ABOVE_HEADER = frozenset({"config", "request"})
-"""Sources a header (``anthropic-beta: context-1m-…``) never overrides."""
 
 
 @dataclass(frozen=True, slots=True)

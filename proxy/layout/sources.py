@@ -70,11 +70,13 @@ class Sources:
         ctx.facts.setdefault("failed_steps", []).append(f"layout_{what}")
         log.warning("layout_source_failed", source=what, request_id=ctx.request_id, exc_info=True)
 
-    def memory(self, keeper: Keeper | None, agent_id: str, notebook_chars: int, ctx: RequestContext) -> Memory:
+    def memory(self, keeper: Keeper | None, agent_id: str, notebook_chars: int, ctx: RequestContext, child: str | None = None) -> Memory:
+        """The notebook's injected text (a sub-agent's own, ``child``, never its parent's as its own) and the anchors."""
         if keeper is None:
             return NO_MEMORY
         try:
-            body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in keeper.current_notebook(agent_id).body.items()}
+            notebook = keeper.notebook.current(agent_id, child) if child is not None else keeper.current_notebook(agent_id)
+            body = {name: [e for e in entries if e.get("by") not in UNINJECTED] for name, entries in notebook.body.items()}
             return Memory(injected(body, notebook_chars) if notebook_chars else "", tuple(keeper.anchor_list(agent_id)))
         except Exception:  # noqa: BLE001 - fail open: no memory sections this request
             self._failed("memory", ctx)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.forms.facts import is_chinese
+from memory.session import How
 from memory.forms.render import compact as compact_form
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
@@ -15,7 +17,7 @@ from proxy.layout.options import LayoutOptions, LayoutSettings
 from proxy.layout.placement import system_text, with_block, with_system
 from proxy.layout.sections import Section, anchors_text, block, core, full_system, relevant_anchors, reminder, terms
 from proxy.layout.sources import NO_MEMORY, Memory, Sources
-from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block, with_usage
+from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
 from summaries.extractive import text_of
 
 Messages = list[dict[str, Any]]
@@ -62,7 +64,7 @@ class LayoutPlanStep:
         if record is None:
             record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
         ws = self.sources.workspace(m.session.agent_id, ctx)
-        memory = self._memory(ctx)
+        memory = self._memory(ctx, messages)
         built = record is None or int(record.get("archive", 0)) != archive or record.get("mode", self.options.mode) != self.options.mode
         words = self.keywords(messages, ws)
         if built:
@@ -103,10 +105,19 @@ class LayoutPlanStep:
             out["block"] = count(blk) + GAP_TOKENS
         return out
 
-    def _memory(self, ctx: RequestContext) -> Memory:
+    def _memory(self, ctx: RequestContext, messages: Messages | None = None) -> Memory:
+        """The agent's memory for this request; a sub-agent's own notebook (seed 003: its writes are its own and
+        temporary), recognised now on its first request (its parent's pending task call, or X-Ruyi-Parent)."""
         m = ctx.measurement
         assert m is not None
-        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx)
+        child = None
+        if ctx.keeper is not None and messages is not None:
+            try:
+                if ctx.keeper.snapshot_for(m.session.agent_id, m.session.session_id, m.how == How.NEW, messages, ctx.parent_id):
+                    child = m.session.session_id
+            except Exception:  # noqa: BLE001 - fail open: the agent's notebook, as before
+                self.sources._failed("snapshot", ctx)
+        return self.sources.memory(ctx.keeper, m.session.agent_id, self.options.notebook_chars, ctx, child)
 
     def keywords(self, messages: Messages, ws: Any) -> Callable[[], list[str]]:
         """What the session is about: its task and its latest ``cards.context_window_steps`` messages (never the system
@@ -164,6 +175,10 @@ class LayoutPlanStep:
         return out
 
 
+CONTEXT_LINE = re.compile(r"^- context: .*$", re.MULTILINE)
+"""The metadata's usage line, rewritten once pruning and the archive have said what is forwarded."""
+
+
 class LayoutStep:
     """After the long-context steps: the stable part placed in the system part (rebuilt with the session's compact form
     and the yellow-light reminder when this request archived), the per-request block on the newest user or tool
@@ -195,10 +210,11 @@ class LayoutStep:
                 replace = self._full(messages, state.record)
             out, positions = with_system(out, positions, text, replace)
             added = (count(replace) - count(system_text(messages)) if replace is not None else count(text)) + GAP_TOKENS
-        outcome = ctx.pruning
-        if state.trailing.get("metadata") and outcome is not None and "usage_after" in outcome.report:
-            state.trailing["metadata"] = with_usage(state.trailing["metadata"], float(outcome.report["usage_after"]), m.window.tokens,
-                                                    str(outcome.report.get("tier_after", m.tier.value)))
+        report = ctx.pruning.report if ctx.pruning is not None else {}
+        if state.trailing.get("metadata") and isinstance(report.get("usage_after"), float):  # what is forwarded, not what was sent
+            state.trailing["metadata"] = CONTEXT_LINE.sub(
+                f"- context: {report['usage_after']:.0%} of {m.window.tokens:,} tokens used (tier {report.get('tier_after', m.tier.value)})",
+                state.trailing["metadata"])
         blk = trailing_block(state.trailing)
         at = newest_input(out)
         if blk and at is not None:
@@ -222,7 +238,7 @@ class LayoutStep:
                 except Exception:  # noqa: BLE001 - fail open: the reminder alone
                     self.plan.sources._failed("compact_form", ctx)
             compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)))) if p)
-        memory = self.plan._memory(ctx)
+        memory = self.plan._memory(ctx, messages)
         ws = self.plan.sources.workspace(m.session.agent_id, ctx)
         return self.plan.build(messages, ctx, memory, ws, number, self.plan.keywords(messages, ws), compact)
 

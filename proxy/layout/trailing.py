@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,16 +39,6 @@ class Metadata:
             lines.append(f"- model: {self.model}")
         lines.append(f"- context: {self.usage:.0%} of {self.window:,} tokens used (tier {self.tier})")
         return "\n".join(lines)
-
-
-_CONTEXT_LINE = re.compile(r"^- context: .*$", re.M)
-
-
-def with_usage(text: str, usage: float, window: int, tier: str) -> str:
-    """A metadata section with its context line saying ``usage`` and ``tier``: those of what Ruyi forwards (pruned,
-    archived), not of what the client sent."""
-    line = f"- context: {usage:.0%} of {window:,} tokens used (tier {tier})"
-    return _CONTEXT_LINE.sub(lambda _: line, text, count=1)
 
 
 def now_with_zone() -> datetime.datetime:

@@ -197,18 +197,6 @@ class LongCtx:
             count(BLOCK_SEPARATOR)
         return made
 
-    def prepared_until(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
-                       tokens: Sequence[int], first: int, last: int, base: Sequence[Sequence[int]] = ()) -> int:
-        """The last position up to which the chunks an archive at ``last`` needs are ready (first − 1 when none is)."""
-        mem = self.memory(agent_id, session_id)
-        ready = first - 1
-        for a, b in spans(client, tokens, first, last, self.options.chunk_source_tokens, base, complete_only=True):
-            with self._lock:
-                if chunk_id(a, links[b]) not in mem.chunks:
-                    break
-            ready = b
-        return ready
-
     def after_rewrite(self, mem: RequestMemory, m: Any, sent: bool = True) -> None:
         """After a request is rewritten (on the event loop): keep what an archive made (if it went out), start
         what it left to do."""

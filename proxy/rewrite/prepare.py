@@ -24,6 +24,21 @@ from proxy.rewrite.body import Built, build, finish, summary_target
 log = structlog.get_logger(__name__)
 
 
+RECALL_TOOLS = ("mcp__ruyi__recall", "recall")
+"""Ruyi's MCP recall tool as Claude Code names it (``mcp__<server>__<tool>``), or bare (other agents)."""
+
+
+def recall_tool_of(body: dict[str, Any]) -> str | None:
+    """The name the request offers Ruyi's recall tool under (OpenAI's ``function.name``, Anthropic's and the Responses
+    API's ``name``), if any."""
+    names = set()
+    for tool in body.get("tools") or ():
+        if isinstance(tool, dict):
+            fn = tool.get("function")
+            names.add(fn.get("name") if isinstance(fn, dict) else tool.get("name"))
+    return next((n for n in RECALL_TOOLS if n in names), None)
+
+
 async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
     """The bytes to forward: the client's own unless the mode is ``on`` and something changed. The window is
     known on the loop; measuring and rewriting run in a worker thread (``_prepare``), or on the loop for a small
@@ -32,6 +47,7 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
         return raw
     app = request.app
     measurer = app[appkeys.MEASURER]
+    ctx.recall_tool = recall_tool_of(body)
     ollama = ctx.route is not None and ctx.route.kind == "ollama"
     try:
         window = await measurer.window(dialect.name, ctx.model or "", body, ollama, request.headers)

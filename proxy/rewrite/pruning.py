@@ -78,6 +78,7 @@ class Pruner:
         harder: bool = False,
         scale: float = 1.0,
         forced: bool = False,
+        recall_tool: str | None = None,
     ) -> Outcome:
         """The messages to send. ``shared``: leading messages the session sent before (the rest are new);
         ``tokens_before`` and ``message_tokens``: the whole prompt and each message as the client sent it;
@@ -102,7 +103,7 @@ class Pruner:
         failures: Counter[str] = Counter()
         base = StrategyContext(count_text, window, window, protected_turns=0,
                                protection=opts.protection, tools=self.tools, min_saving_tokens=opts.min_saving_tokens,
-                               memo=self.memo, usable_tokens=round(usable))
+                               memo=self.memo, usable_tokens=round(usable), recall_tool=recall_tool)
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:

@@ -52,7 +52,7 @@ class PruneStep:
         raw += tokens_planned(ctx)  # what the layout adds counts toward the window
         outcome = self.pruner.rewrite(messages, links, shared, m.session.decisions, m.session.batch_retry_at, raw,
                                       m.budget, m.count_text, message_tokens, max(1, seen), harder=harder, scale=m.scale,
-                                      forced=forced)
+                                      forced=forced, recall_tool=ctx.recall_tool)
         ctx.pruning = outcome
         return outcome.messages
 

@@ -9,6 +9,7 @@ Ruyi forwarded it."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ SCRIPTED = web.AppKey("scripted", object)
 
 @dataclass
 class Scripted:
+    mode: str = "work"
+    """``work``: the script above; ``recall``: one big output, then Ruyi's MCP ``recall`` of its placeholder's ref."""
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -53,10 +56,32 @@ def step_of(body: dict[str, Any]) -> int:
     return max(done) + 1 if done else 0
 
 
-def answer(body: dict[str, Any]) -> list[dict[str, Any]]:
+RECALL_TOOL = "mcp__ruyi__recall"
+RECALLED = "RECALLED-OK"
+REF = re.compile(r"\b(?:ref|with id) (r[0-9a-f]{12})\b")  # "call mcp__ruyi__recall with id r…" when the tool is offered
+
+
+def recall_script(body: dict[str, Any], tools: set[Any]) -> list[dict[str, Any]]:
+    """Print 5,000 numbers (Ruyi truncates them on arrival, keeping the original under a ref), call Ruyi's ``recall``
+    with that ref, then say whether the original came back (a middle line the truncation left out)."""
+    step = step_of(body)
+    if step == 0:
+        return [{"type": "tool_use", "id": "toolu_script_0", "name": "Bash", "input": {"command": "seq 1 5000", "description": "Print numbers"}}]
+    if step == 1:
+        found = REF.search(json.dumps(body.get("messages")))
+        if found is None or RECALL_TOOL not in tools:
+            return [{"type": "text", "text": "NO-REF-OR-TOOL"}]
+        return [{"type": "tool_use", "id": "toolu_script_1", "name": RECALL_TOOL, "input": {"id": found.group(1)}}]
+    last = json.dumps((body.get("messages") or [{}])[-1])
+    return [{"type": "text", "text": RECALLED if "\\n1500\\n" in last else "RECALL-FAILED"}]
+
+
+def answer(body: dict[str, Any], mode: str = "work") -> list[dict[str, Any]]:
     tools = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
     if not tools:
         return [{"type": "text", "text": "ok"}]
+    if mode == "recall":
+        return recall_script(body, tools)
     if is_subagent(body):
         return [{"type": "text", "text": SUB_RESULT}]
     step = step_of(body)
@@ -75,7 +100,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
-    blocks = answer(body)
+    blocks = answer(body, scripted.mode)
     stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
     usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {"id": f"msg_script_{len(scripted.received)}", "type": "message", "role": "assistant", "model": body.get("model"),
@@ -111,5 +136,60 @@ def make_app(scripted: Scripted) -> web.Application:
     app[SCRIPTED] = scripted
     app.router.add_post("/v1/messages", messages)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_post("/v1/responses", responses)
     app.router.add_route("*", "/{tail:.*}", lambda r: web.json_response({"ok": True}))
     return app
+
+
+CODEX_STEPS = 8
+"""Commands the Codex script runs before its final answer."""
+
+
+def responses_step(body: dict[str, Any]) -> int:
+    """The Codex script's next step: one past the newest function_call_output's ``call_script_N``."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    done = [int(str(i.get("call_id")).rsplit("_", 1)[1]) for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call_output" and str(i.get("call_id", "")).startswith("call_script_")]
+    return max(done) + 1 if done else 0
+
+
+def responses_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The next output item: a shell call in whichever form this Codex offers, or the final message."""
+    tools = {t.get("name"): t for t in body.get("tools") or () if isinstance(t, dict) and t.get("name")}
+    step = responses_step(body)
+    command = f"seq {1 + 900 * step} {900 * (step + 1)}"
+    if step < CODEX_STEPS:
+        if "shell" in tools:
+            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "shell",
+                    "arguments": json.dumps({"command": ["bash", "-lc", command]}), "status": "completed"}
+        if "exec_command" in tools:
+            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "exec_command",
+                    "arguments": json.dumps({"cmd": command}), "status": "completed"}
+    return {"type": "message", "id": f"msg_{step}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": FINAL, "annotations": []}]}
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    scripted.headers.append(dict(request.headers))
+    item = responses_answer(body)
+    usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": max(1, len(json.dumps(body)) // 4) + 10}
+    response = {"id": f"resp_{len(scripted.received)}", "object": "response", "created_at": 0, "status": "completed", "model": body.get("model"),
+                "output": [item], "usage": usage, "error": None, "incomplete_details": None, "parallel_tool_calls": False,
+                "tool_choice": "auto", "tools": []}
+    if not body.get("stream"):
+        return web.json_response(response)
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {**response, "status": "in_progress", "output": []}},
+                                    {"type": "response.output_item.added", "output_index": 0, "item": item}]
+    if item["type"] == "message":
+        events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": FINAL})
+    events += [{"type": "response.output_item.done", "output_index": 0, "item": item}, {"type": "response.completed", "response": response}]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for n, event in enumerate(events):
+        await out.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode())
+    await out.write_eof()
+    return out

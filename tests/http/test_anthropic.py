@@ -165,6 +165,7 @@ async def test_context_1m_beta_raises_the_window(make_proxy: MakeProxy) -> None:
 
 
 async def test_a_configured_window_wins_over_the_context_1m_header(make_proxy: MakeProxy) -> None:
+    """Issue 21: Claude Code sends the beta for its default model; window.models says what the person wants."""
     proxy = await make_proxy("anthropic", window={"models": {"claude-*": 100000}})
     sync, _ = clients(proxy)
     raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],

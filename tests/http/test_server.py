@@ -158,3 +158,12 @@ async def test_sigterm_ends_streams_still_open_at_the_deadline_with_an_error_and
     assert await asyncio.wait_for(proc.wait(), 60) == 0
     names = [e["event"] for e in await events(proc)]
     assert "shutdown_deadline_cut" in names and "store_queue_drained" in names
+
+
+async def test_head_and_get_of_the_root_answer_200(make_proxy: Any) -> None:
+    proxy = await make_proxy()
+    async with aiohttp.ClientSession() as http:
+        async with http.head(base_url(proxy) + "/") as resp:
+            assert resp.status == 200
+        async with http.get(base_url(proxy) + "/") as resp:
+            assert resp.status == 200 and (await resp.json())["dashboard"] == "/ruyi/ui"

@@ -152,3 +152,21 @@ async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_re
         async with aiohttp.ClientSession() as http:
             got = await http.get(base_url(proxy) + f"/ruyi/v1/sessions/{child_id}", headers={"X-Ruyi-Agent": "a"})
             assert got.status == 200 and (await got.json())["parent_id"] == parent
+
+
+async def test_a_child_sees_its_own_notebook_never_its_parents_as_its_own(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy()
+    async with aiohttp.ClientSession() as http:
+        await call(http, "POST", base_url(proxy) + "/ruyi/v1/notebook/user", agent="a", json={"text": "PARENT-ONLY prefers tabs"})
+    parent = await start_parent(proxy, fake)
+    first = await send(proxy, child(0))
+    child_id = first.headers["X-Ruyi-Session"]
+    assert child_id != parent
+    sent = json.dumps(fake.last("/v1/chat/completions").json)
+    assert "PARENT-ONLY" not in sent, "the parent's notebook is not the child's own"
+    async with aiohttp.ClientSession() as http:  # the child writes its own notebook; it reaches the child's prompts
+        await call(http, "POST", base_url(proxy) + f"/ruyi/v1/notebook/environment?session={child_id}", agent="a",
+                   json={"text": "CHILD-OWN uses pytest -x"})
+    await send(proxy, [{"role": "system", "content": "You are another sub-agent."}, {"role": "user", "content": PROMPTS[1]}])
+    await send(proxy, child(0, 1))
+    assert "PARENT-ONLY" not in json.dumps(fake.last("/v1/chat/completions").json)

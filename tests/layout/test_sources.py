@@ -81,7 +81,7 @@ async def test_unreadable_memory_is_counted_and_the_rest_still_goes_in(make_prox
     system = fake.last().json["messages"][0]["content"]
     assert "Use tabs." in system and "Never commit secrets" not in system  # the rules without the memory
     failed = [e for e in logs if e["event"] == "layout_source_failed"]
-    assert failed and failed[0]["source"] == "memory"
+    assert failed and "memory" in {e["source"] for e in failed}  # (the sub-agent check, reading the same store, fails too)
     done = [e for e in logs if e["event"] == "request_done"]
     assert "layout_memory" in done[-1]["failed_steps"]
     async with aiohttp.ClientSession() as http:

@@ -173,3 +173,17 @@ async def test_no_key_from_outside_loopback_gets_nothing(path: str, tmp_path: Pa
         async with http.post("http://ruyi" + path, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                              headers={"Accept": "application/json, text/event-stream"}) as resp:
             assert resp.status == 403
+
+
+async def test_placeholders_say_to_call_recall_when_the_request_offers_it(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window={"models": {"gpt-4o*": 8000}}, pruning={"strategies": {"truncation": {"max_tool_output_tokens": 300}}})
+    tool = {"type": "function", "function": {"name": "mcp__ruyi__recall", "description": "Get back what Ruyi took out.",
+                                             "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}
+    async with aiohttp.ClientSession() as http:
+        for tools in ([], [tool]):
+            body = {"model": "gpt-4o", "messages": coding_session(1, 400), "tools": tools}
+            async with http.post(base_url(proxy) + "/v1/chat/completions", json=body, headers={"X-Ruyi-Agent": f"a{len(tools)}"}) as resp:
+                assert resp.status == 200
+    told = [r.json["messages"][-1]["content"] for r in fake.received if r.path == "/v1/chat/completions"]
+    assert "original kept for a person or tool as ref r" in told[0] and "mcp__ruyi__recall" not in told[0]
+    assert re.search(r"call mcp__ruyi__recall with id r[0-9a-f]{12} to get it back", told[1])
