@@ -15,7 +15,8 @@ from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.options import RetrievalOptions
 from proxy.longctx.restart import head_size
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
-from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
+from proxy.longctx.local_recall import recall_from_request
+from proxy.longctx.retrieval import ALL_AGENTS, cited, query_of, recall, with_recall
 
 RECALL_SHARE = 0.15
 """A recalled block is at most this share of the usable window (window less the answer's reserve)."""
@@ -218,8 +219,11 @@ class RecallStep:
 
         usable = m.budget.usable / (m.scale or 1.0)  # a small window gets a smaller block (2,000 tokens from 16k up)
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
-        block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
-                                   ["*"] if everyone else None)
+        if everyone or cited(text):  # named chunks, other agents' archives: from the store
+            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
+                                       ["*"] if everyone else None)
+        else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
+            block, mem.recall = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
             return messages
         out = list(messages)
@@ -228,7 +232,8 @@ class RecallStep:
         if outcome is not None:
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-            outcome.report["recall"] = {k: v for k, v in mem.recall.items() if k != "latency_ms"}
+            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1,
+                                        "tokens": m.count_text(block)}
         return out
 
 
