@@ -1,7 +1,6 @@
-"""Recall as a function of the request and the archive in force only: the archived messages the client still sends
-(Ruyi cut them from what it forwards) searched for the newest input's terms, the agent's boilerplate not counting.
+"""Recall as a function of the request and the archive in force only: the archived messages the client still sends.
 
-The same request gets the same block after a restart and on another replica (nothing depends on what a background
+They are searched for the newest input's terms, the agent's boilerplate not counting. The same request gets the same block after a restart and on another replica (nothing depends on what a background
 writer had stored yet), and a block never repeats what the request already holds: the head (system prompt, the
 agent's preambles, the task), the messages an archive keeps, the newest turns."""
 
