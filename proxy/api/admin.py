@@ -46,7 +46,9 @@ async def list_sessions(request: web.Request) -> web.Response:
     agent = agent_of(request)
     measurer = request.app[appkeys.MEASURER]
     sessions = await measurer.offload.run(measurer.sessions.list, agent)
-    return web.json_response({"agent_id": agent, "sessions": [session_view(s) for s in sessions]})
+    keeper = request.app.get(appkeys.KEEPER)
+    views = await measurer.offload.run(lambda: [with_parent(session_view(s), keeper, agent) for s in sessions])
+    return web.json_response({"agent_id": agent, "sessions": views})
 
 
 def with_parent(view: dict[str, Any], keeper: Any, agent: str) -> dict[str, Any]:

@@ -152,6 +152,8 @@ async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_re
         async with aiohttp.ClientSession() as http:
             got = await http.get(base_url(proxy) + f"/ruyi/v1/sessions/{child_id}", headers={"X-Ruyi-Agent": "a"})
             assert got.status == 200 and (await got.json())["parent_id"] == parent
+            listed = await http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": "a"})
+            assert {s["session_id"]: s["parent_id"] for s in (await listed.json())["sessions"]}[child_id] == parent
 
 
 async def test_a_child_sees_its_own_notebook_never_its_parents_as_its_own(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
