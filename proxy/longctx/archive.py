@@ -210,13 +210,14 @@ below the archive tier (and at most ``archive.regrow`` of the window): with a bi
 prompt and tools) a third of the window is more than the room left, and the next archive would wait for overflow."""
 
 MIN_WAIT = 0.1
-"""…but at least this share of the window: an archive that made little room is not followed by another at once."""
+"""…but at least this share of the usable window (not of the window: Claude Code reserves half of it for its answer):
+an archive that made little room is not followed by another at once."""
 
 
 def regrow_wait(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tokens_after: int) -> int:
     """Tokens a session must regrow by after an archive before the next one at the archive tier."""
     room = max(0.0, tiers.archive * budget.usable - tokens_after)
-    return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.window)))
+    return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.usable)))
 
 
 SUMMARY_SHARE = 0.045
