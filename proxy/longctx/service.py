@@ -280,7 +280,7 @@ class LongCtx:
         first = first if first is not None else mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
         base = mem.restart.archive.get("spans", ()) if mem.restart is not None else ()
         return self.prepare(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, first, mem.prepare_until,
-                            m.count_text, base, mem.prepare_number, m.budget.usable / (m.scale or 1.0))
+                            m.count_text, base, mem.prepare_number, m.budget.usable)
 
     async def drain(self) -> None:
         """Wait for the background work started so far."""

@@ -88,7 +88,7 @@ class ArchiveStep:
         outcome.decisions.update(mem.decisions)  # type: ignore[arg-type] - a person's request done
         if not self.options.enabled or mem.requested == "pass":
             return messages
-        small = m.budget.usable / (m.scale or 1.0)  # the summary's budget scaled to a small window (archive.py: sized_for)
+        small = m.budget.usable  # the summary's budget scaled to a small window (archive.py: sized_for), the same in every process
         options, ahead_options = sized_for(self.options, small), sized_for(self.ahead, small)
         before, after = outcome.report.get("usage_before"), outcome.report.get("usage_after")  # tiers keep their meaning
         if isinstance(before, float) and isinstance(after, float):
@@ -217,7 +217,7 @@ class RecallStep:
         def chunk(wanted: str) -> Mapping[str, Any] | None:
             return next((row for row in index.chunk(s.agent_id, wanted) if ours(row)), None)
 
-        usable = m.budget.usable / (m.scale or 1.0)  # a small window gets a smaller block (2,000 tokens from 16k up)
+        usable = m.budget.usable  # a small window gets a smaller block (2,000 tokens from 16k up); never calibrated: every process alike
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
         if everyone or cited(text):  # named chunks, other agents' archives: from the store
             block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
