@@ -206,6 +206,10 @@ class PgStore:
         rows = self._rows("SELECT session_id FROM sessions WHERE agent_id = %s ORDER BY last_seen DESC, session_id", (agent_id,))
         return [r[0] for r in rows]
 
+    def agents(self) -> list[tuple[str, int, float]]:
+        rows = self._rows("SELECT agent_id, COUNT(*), MAX(last_seen) FROM sessions GROUP BY agent_id ORDER BY MAX(last_seen) DESC, agent_id", ())
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         rows = self._rows("SELECT original FROM refs WHERE agent_id = %s AND ref_id = %s LIMIT 1", (agent_id, ref_id))
         return bytes(rows[0][0]).decode("utf-8", "surrogatepass") if rows else None

@@ -203,6 +203,10 @@ class SQLiteStore(SQLiteReport):
         rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
         return [r[0] for r in rows]
 
+    def agents(self) -> list[tuple[str, int, float]]:
+        rows = self._conn.execute("SELECT agent_id, COUNT(*), MAX(last_seen) FROM sessions GROUP BY agent_id ORDER BY MAX(last_seen) DESC")
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         row = self._conn.execute("SELECT original FROM refs WHERE agent_id = ? AND ref_id = ? LIMIT 1", (agent_id, ref_id)).fetchone()
         return bytes(row[0]).decode("utf-8", "surrogatepass") if row else None

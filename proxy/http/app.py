@@ -18,6 +18,7 @@ from proxy import appkeys
 from proxy import flow as chat
 from proxy.api import admin, anchors, cards, forms, notebook, overview
 from proxy.api import archive as archive_api
+from proxy.api import agents as agents_api
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware
@@ -61,6 +62,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     app.router.add_post("/api/chat", chat.ollama_chat)
     app.router.add_post("/api/generate", chat.ollama_generate)
     admin.add_routes(app)
+    agents_api.add_routes(app)
     anchors.add_routes(app)
     notebook.add_routes(app)
     cards.add_routes(app)

@@ -29,7 +29,7 @@ from proxy.keep.held import Held, Watched
 from proxy.keep.options import NotebookOptions
 from proxy.keep.organizer import Organizer
 from proxy.keep.refiner import Refiner
-from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
+from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, prompt_candidates, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
@@ -221,7 +221,7 @@ class Keeper:
             return None
         if parent_hint is not None and not self.sessions.facts(agent_id, parent_hint):
             parent_hint = None  # not a session of this agent that Ruyi knows
-        parent = parent_hint or self.spawns.parent_of(agent_id, first_user_text(messages))
+        parent = parent_hint or self.spawns.parent_of(agent_id, prompt_candidates(messages))
         if parent is None or parent == session_id:
             return None
         state = self.state(agent_id, parent)

@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
-from conversation.messages import message_text
+from conversation.task import task_text
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of, sized_for
@@ -165,7 +165,7 @@ class LongCtx:
                    s1: tuple[int, str, str] | None, size: int) -> Summary:
         chunks, new = self._chunks(mem, client, links, tokens, first, last, count, base)
         digest = digest_of(chunks)
-        task = message_text(client[first - 1]) if first > 0 and client[first - 1].get("role") == "user" else None
+        task = task_text(client, first) if first > 0 else None
         chinese = is_chinese(digest, task)
         if s1 is not None:  # an LLM's S1, and what happened since, extractive
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
@@ -253,7 +253,7 @@ class LongCtx:
         newest = last + 1
         while newest > start and sum(tokens[newest - 1: last + 1]) < TRACE_TOKENS:
             newest -= 1
-        task = message_text(mem.messages[first - 1]) if first > 0 else None
+        task = task_text(mem.messages, first) if first > 0 else None
         older = await asyncio.to_thread(self.extractor.digest, mem.messages[start:newest], start) if newest > start else None
         if older is not None and not older.empty:
             previous = "\n\n".join(p for p in (previous, compact(older, task, self.options.summary_tokens, m.count_text)) if p)
@@ -316,7 +316,7 @@ def archive_body(done: Archived, client: Sequence[Mapping[str, Any]]) -> dict[st
     form) and the normal form; the expanded form is the raw turns it covers (S0)."""
     record = {k: v for k, v in done.record.items() if k not in ("block", "end_link")}
     head = done.record["head"]
-    task = message_text(client[head - 1]) if head > 0 and client[head - 1].get("role") == "user" else None
+    task = task_text(client, head) if head > 0 else None
     normal = redact(compact(digest_of(done.summary.chunks), task, NORMAL_TOKENS))
     return {**record, "s1": done.summary.text, "forms": {"compact": done.summary.text, "normal": normal}}
 

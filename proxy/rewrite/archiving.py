@@ -11,9 +11,10 @@ from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
 from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
+from proxy.longctx.local_recall import recall_from_request
 from proxy.longctx.options import ArchiveOptions, RetrievalOptions
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, head_size, in_force, requested, restart
-from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
+from proxy.longctx.retrieval import ALL_AGENTS, cited, query_of, recall, with_recall
 
 RECALL_SHARE = 0.15
 """A recalled block is at most this share of the usable window (window less the answer's reserve)."""
@@ -216,8 +217,11 @@ class RecallStep:
 
         usable = m.budget.usable  # a small window gets a smaller block (2,000 tokens from 16k up); never calibrated: every process alike
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
-        block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
-                                   ["*"] if everyone else None)
+        if everyone or cited(text):  # named chunks, other agents' archives: from the store
+            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
+                                       ["*"] if everyone else None)
+        else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
+            block, mem.recall = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
             return messages
         out = list(messages)
@@ -226,7 +230,8 @@ class RecallStep:
         if outcome is not None:
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-            outcome.report["recall"] = {k: v for k, v in mem.recall.items() if k != "latency_ms"}
+            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1,
+                                        "tokens": m.count_text(block)}
         return out
 
 

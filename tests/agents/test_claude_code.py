@@ -93,8 +93,6 @@ async def test_claude_code_is_one_ruyi_session(claude_run: dict[str, Any]) -> No
     assert busiest["requests"] == len(main), (busiest, len(main))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21: Claude Code puts <system-reminder> blocks before the Task prompt, so the "
-                                       "child's first message never matches the parent's pending call")
 async def test_claude_codes_sub_agent_is_linked_to_its_parent(claude_run: dict[str, Any]) -> None:
     sessions = claude_run["sessions"]
     busiest = max(sessions, key=lambda s: s["requests"])
