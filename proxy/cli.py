@@ -68,11 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--agent", metavar="A", required=True, help="the agent id (as /ruyi/v1/sessions shows it)")
     forget.add_argument("--session", metavar="S", help="only this session of the agent")
     forget.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    from proxy.api.command import add_parser as add_sessions_parser
     from proxy.keep.cards_command import add_parsers as add_cards_parsers
     from proxy.keep.command import add_parsers as add_memory_parsers
     from proxy.longctx.command import add_parsers
     from proxy.observe.command import add_parser as add_report_parser
-    from proxy.api.command import add_parser as add_sessions_parser
 
     add_parsers(sub)
     add_memory_parsers(sub)

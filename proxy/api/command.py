@@ -54,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _when(at: float) -> str:
-    return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).astimezone().isoformat(timespec="seconds")
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).astimezone().isoformat(timespec="seconds")

@@ -15,7 +15,7 @@ from memory.store.base import AuditRecord
 from proxy import appkeys
 from proxy.api.bodies import refused
 from proxy.http.auth import admin_caller
-from proxy.observe.report import build, iso
+from proxy.observe.report import build
 
 DEFAULT_DAYS = 14.0
 """How far back the overview reads when ``?days=`` is not given (the store's own expiry)."""

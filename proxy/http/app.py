@@ -17,8 +17,8 @@ from memory.sweep import sweep_forever
 from proxy import appkeys
 from proxy import flow as chat
 from proxy.api import admin, anchors, cards, forms, notebook, overview
-from proxy.api import archive as archive_api
 from proxy.api import agents as agents_api
+from proxy.api import archive as archive_api
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware

@@ -74,7 +74,7 @@ async def _forwarded(request: web.Request, ctx: RequestContext, messages: list[d
         chain = measurer.fingerprinter.chain(messages)
         return await measurer.offload.run(forwarded_raw, measurer.sessions, ctx.agent_id, messages, chain, counted.messages,
                                           counted.total)
-    except Exception:  # noqa: BLE001 - fail open
+    except Exception:  # fail open
         request.app[appkeys.PIPELINE].failures["count_tokens_forwarded"] += 1
         log.warning("count_tokens_forwarded_failed", request_id=ctx.request_id, exc_info=True)
         return None

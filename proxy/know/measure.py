@@ -13,8 +13,8 @@ import aiohttp
 import structlog
 
 from config.schema import Config
-from memory.chain import Fingerprinter, MessageChain
 from memory.agent_ids import AgentIds, agent_session_of
+from memory.chain import Fingerprinter, MessageChain
 from memory.chain_index import NeedsStore
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry

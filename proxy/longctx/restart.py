@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from conversation.task import head_end
-from memory.chain import SYSTEM_ROLES
 
 Messages = list[dict[str, Any]]
 ARCHIVES = "archives"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conversation.task import head_end, instructions, is_preamble, stripped, task_text
-from tests.conversation.agent_bodies import (REQUEST, aider, claude_code_blocks, claude_code_one_text, codex_chat,
-                                             mini_swe_agent_text_mode, qwen_code)
+from tests.conversation.agent_bodies import REQUEST, aider, claude_code_blocks, claude_code_one_text, codex_chat, mini_swe_agent_text_mode, qwen_code
 from tests.longctx.sessions import turn
 
 

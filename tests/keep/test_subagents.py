@@ -139,10 +139,10 @@ async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_re
     from tests.conversation.agent_bodies import CLAUDE_REMINDER_AFTER, CLAUDE_REMINDER_BEFORE
     proxy = await make_proxy()
     parent = await start_parent(proxy, fake)
-    blocks = [{"role": "system", "content": CHILD_SYSTEM},
+    blocks: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
               {"role": "user", "content": [{"type": "text", "text": CLAUDE_REMINDER_BEFORE}, {"type": "text", "text": PROMPTS[0]},
                                            {"type": "text", "text": CLAUDE_REMINDER_AFTER}]}]
-    one_text = [{"role": "system", "content": CHILD_SYSTEM},
+    one_text: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
                 {"role": "user", "content": CLAUDE_REMINDER_BEFORE + PROMPTS[1] + "\n" + CLAUDE_REMINDER_AFTER}]
     for opening in (blocks, one_text):
         resp = await post(proxy, opening, headers={"X-Ruyi-Agent": "a"})
