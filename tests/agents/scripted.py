@@ -137,6 +137,7 @@ def make_app(scripted: Scripted) -> web.Application:
     app.router.add_post("/v1/messages", messages)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/responses", responses)
+    app.router.add_post("/v1/chat/completions", chat)
     app.router.add_route("*", "/{tail:.*}", lambda r: web.json_response({"ok": True}))
     return app
 
@@ -191,5 +192,43 @@ async def responses(request: web.Request) -> web.StreamResponse:
     await out.prepare(request)
     for n, event in enumerate(events):
         await out.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode())
+    await out.write_eof()
+    return out
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    """The Codex script over chat completions (a chat-only server behind Ruyi's Responses bridge)."""
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    last = (body.get("messages") or [{}])[-1]
+    done = str(last.get("tool_call_id") or "")
+    step = int(done.rsplit("_", 1)[1]) + 1 if last.get("role") == "tool" and done.startswith("call_script_") else 0
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or ()}
+    command = f"seq {1 + 900 * step} {900 * (step + 1)}"
+    message: dict[str, Any] = {"role": "assistant", "content": FINAL}
+    if step < CODEX_STEPS and tools & {"shell", "exec_command"}:
+        name = "shell" if "shell" in tools else "exec_command"
+        args = {"command": ["bash", "-lc", command]} if name == "shell" else {"cmd": command}
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": f"call_script_{step}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    usage = {"prompt_tokens": max(1, len(json.dumps(body)) // 4), "completion_tokens": 10, "total_tokens": 0}
+    base = {"id": f"chatcmpl-{len(scripted.received)}", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+    if not body.get("stream"):
+        return web.json_response({**base, "object": "chat.completion", "usage": usage,
+                                  "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]})
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
+    else:
+        delta["content"] = message["content"]
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]},
+              {**base, "choices": [], "usage": usage}]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for c in chunks:
+        await out.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+    await out.write(b"data: [DONE]\n\n")
     await out.write_eof()
     return out
