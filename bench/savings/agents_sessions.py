@@ -1,10 +1,10 @@
 """Agent sessions through Ruyi: record what real agent CLIs send, replay it through Ruyi, report the cadence numbers.
 
 Usage:
-  ``python bench/agents_sessions.py record [--agents claude,qwen,opencode,codex]``: run each pinned CLI (``make agents``)
+  ``python bench/savings/agents_sessions.py record [--agents claude,qwen,opencode,codex]``: run each pinned CLI (``make agents``)
   straight against the agents suite's scripted model (no Ruyi) and save the bodies it sent, compactly (each request as
   its change from the previous one), under tests/agents/recordings/<agent>.json.
-  ``python bench/agents_sessions.py [--window-scale 1.0] [--json]``: replay every recording through a Ruyi on a real
+  ``python bench/savings/agents_sessions.py [--window-scale 1.0] [--json]``: replay every recording through a Ruyi on a real
   socket (the same small window as the suite) and report, per agent, over the main conversation's requests: archives,
   requests at or above the prune tier after the first archive (``X-Ruyi-Tier`` of what was forwarded; target ≤ 1 in 5),
   and the prefix-cache hit rate of what was forwarded, computed as bench/savings.py does (tokens of each request equal
@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as `python bench/agents_sessions.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as `python bench/savings/agents_sessions.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
@@ -37,7 +37,7 @@ from tests.agents.scripted import SUBAGENT, Scripted, chat_is_subagent, is_subag
 from tests.agents.scripted import make_app as scripted_app  # noqa: E402
 from tests.conftest import config_for  # noqa: E402
 
-RECORDINGS = Path(__file__).resolve().parents[1] / "tests" / "agents" / "recordings"
+RECORDINGS = Path(__file__).resolve().parents[2] / "tests" / "agents" / "recordings"
 KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "x-claude-code-session-id", "session_id", "session-id", "user-agent",
                 "openai-beta", "x-stainless-lang")
 """The request headers a recording keeps (never a key: no Authorization, no x-api-key)."""
@@ -131,7 +131,7 @@ async def record_one(name: str) -> Path:
     if code != 0:
         raise SystemExit(f"{name} failed ({code}): {output[-2000:]}")
     headers = [{k.lower(): v for k, v in h.items() if k.lower() in KEPT_HEADERS} for h in scripted.headers]
-    version = json.loads((Path(__file__).resolve().parents[1] / "tests" / "agents" / "package.json").read_text())["dependencies"]
+    version = json.loads((Path(__file__).resolve().parents[2] / "tests" / "agents" / "package.json").read_text())["dependencies"]
     assert expand(compact(scripted.received)) == scripted.received
     doc = {"agent": name, "versions": version, "kind": spec["kind"], "path": spec["path"], "models": spec["models"],
            "headers": headers, "requests": compact(scripted.received)}
