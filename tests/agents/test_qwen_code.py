@@ -18,10 +18,10 @@ pytestmark = pytest.mark.skipif(not QWEN.exists(), reason="Qwen Code is not inst
 REQUEST = "Print the numbers with seq as told, ask a sub-agent to count the lines of notes.txt, then say you are done."
 MODEL = "qwen3-coder-plus"
 WINDOW = 32_000
-SETTINGS = {"usageStatisticsEnabled": False, "telemetry": {"enabled": False}, "checkpointing": {"enabled": False},
-            "disableAutoUpdate": True, "disableUpdateNag": True, "selectedAuthType": "openai",
-            "security": {"auth": {"selectedType": "openai"}}, "privacy": {"usageStatisticsEnabled": False},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True}}
+SETTINGS = {"general": {"enableAutoUpdate": False, "checkpointing": {"enabled": False}}, "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False}, "security": {"auth": {"selectedType": "openai"}}}
+"""Qwen Code's settings (v2 layout, bundled docs/configuration/settings.md): no update check, no usage statistics, no
+telemetry, the OpenAI-compatible auth that reads OPENAI_BASE_URL / OPENAI_API_KEY."""
 
 
 async def run_qwen(url: str, work: Path, home: Path) -> tuple[int, str]:
