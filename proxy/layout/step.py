@@ -237,7 +237,7 @@ class LayoutStep:
                     form = compact_form(keeper.state(m.session.agent_id, m.session.session_id))
                 except Exception:  # noqa: BLE001 - fail open: the reminder alone
                     self.plan.sources._failed("compact_form", ctx)
-            compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)))) if p)
+            compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)), ctx.recall_tool)) if p)
         memory = self.plan._memory(ctx, messages)
         ws = self.plan.sources.workspace(m.session.agent_id, ctx)
         return self.plan.build(messages, ctx, memory, ws, number, self.plan.keywords(messages, ws), compact)

@@ -173,8 +173,10 @@ def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, ti
 def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason: str, number: int, request: int,
             client: Sequence[Mapping[str, Any]], links: Sequence[str], client_tokens: Sequence[int],
             view: Messages, positions: Sequence[int], view_tokens: Sequence[int], raw_total: int, ratio: float,
-            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0) -> Archived | None:
-    """Archive the oldest turns after the task so the request comes to about ``target`` of the window.
+            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0,
+            tool: str | None = None) -> Archived | None:
+    """Archive the oldest turns after the task so the request comes to about ``target`` of the window (``tool``: the name
+    the request offers Ruyi's recall tool under, which the block then says to call).
 
     ``view`` is the request as pruning left it (the archive in force applied), ``positions`` each of its messages'
     position in the client's request, ``view_tokens`` their raw tokens; None when no turn can go."""
@@ -185,7 +187,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h: end + 1] if m.get("role") == "assistant")
-    block = block_of(options, client, number, h, end, summary)
+    block = block_of(options, client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -232,11 +234,12 @@ def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
 
 
-def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary) -> str:
+def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary,
+             tool: str | None = None) -> str:
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
     turns = sum(1 for m in client[head: end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese)
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

@@ -139,7 +139,7 @@ class ArchiveStep:
         # after an upstream said too long, the window is smaller than Ruyi thought: aim at a share of what was sent
         budget = replace(m.budget, window=tokens + m.budget.reserve) if mem.overflow else m.budget
         done = archive(options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
-                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead)
+                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead, ctx.recall_tool)
         if done is None:
             return messages
         mem.prepared = bool(prepared and prepared[0])  # its summary was made ahead of need (audit only: timing-dependent)
