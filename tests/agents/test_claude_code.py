@@ -51,8 +51,18 @@ async def run_claude(proxy_url: str, workdir: Path, home: Path) -> tuple[int, st
     return proc.returncode or 0, out.decode(errors="replace")
 
 
+_RUN: dict[str, Any] = {}
+
+
 @pytest.fixture
 async def claude_run(aiohttp_server: Any, tmp_path: Path) -> dict[str, Any]:
+    """One run of Claude Code for the whole module (everything it left is read before its servers stop)."""
+    if not _RUN:
+        _RUN.update(await claude_session(aiohttp_server, tmp_path))
+    return _RUN
+
+
+async def claude_session(aiohttp_server: Any, tmp_path: Path) -> dict[str, Any]:
     scripted = Scripted()
     model = await aiohttp_server(scripted_app(scripted))
     cfg = config_for(base_url(model), "anthropic", window={"models": {"claude-*": WINDOW}}, store={"data_dir": str(tmp_path / "ruyi")})

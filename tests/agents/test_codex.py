@@ -59,7 +59,7 @@ async def run_codex(proxy_url: str, workdir: Path, home: Path) -> tuple[int, str
 @pytest.fixture(params=["responses", "chat-only"])
 async def codex_run(aiohttp_server: Any, tmp_path: Path, request: Any) -> dict[str, Any]:
     """Against a server with the Responses API, and against a chat-only one (llama.cpp, vLLM) with ``translate: true``."""
-    scripted = Scripted()
+    scripted = Scripted(mode="codex")
     model = await aiohttp_server(scripted_app(scripted))
     route = {"translate": True} if request.param == "chat-only" else {}
     cfg = config_for(base_url(model) + "/v1", "openai", window={"models": {"gpt-5*": 16000}}, store={"data_dir": str(tmp_path / "ruyi")},
