@@ -131,7 +131,7 @@ async def record_one(name: str) -> Path:
     if code != 0:
         raise SystemExit(f"{name} failed ({code}): {output[-2000:]}")
     headers = [{k.lower(): v for k, v in h.items() if k.lower() in KEPT_HEADERS} for h in scripted.headers]
-    version = json.loads((Path(__file__).resolve().parents[2] / "tests" / "agents" / "package.json").read_text())["dependencies"]
+    version = json.loads((Path(__file__).resolve().parents[2] / "tests" / "agents" / "package.json").read_text())["dependencies"]  # noqa: ASYNC240 - a bench, once
     assert expand(compact(scripted.received)) == scripted.received
     doc = {"agent": name, "versions": version, "kind": spec["kind"], "path": spec["path"], "models": spec["models"],
            "headers": headers, "requests": compact(scripted.received)}
@@ -177,7 +177,7 @@ def is_main(body: dict[str, Any]) -> bool:
 
 
 async def replay_one(path: Path, scale: float) -> dict[str, Any]:
-    doc = json.loads(path.read_text())
+    doc = json.loads(path.read_text())  # noqa: ASYNC240 - a bench, before its replay starts
     bodies = expand(doc["requests"])
     scripted = Scripted()
     runners: list[web.AppRunner] = []

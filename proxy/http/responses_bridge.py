@@ -137,7 +137,8 @@ async def _events(content: Any, model: str, rid: str) -> AsyncIterator[bytes]:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': seq, **fields})}\n\n".encode()
 
     yield event("response.created", response=_response(model, [], {}, "in_progress", rid))
-    text, calls, usage, started = "", {}, None, False
+    text, usage, started = "", None, False
+    calls: dict[int, dict[str, Any]] = {}
     message_id = f"msg_{rid}"
     async for raw in content:
         line = raw.strip()

@@ -25,7 +25,7 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1", "OTEL_S
 """Environment every agent gets: no telemetry anywhere, no colour, non-interactive."""
 
 
-async def run_agent(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 240) -> tuple[int, str]:
+async def run_agent(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 240) -> tuple[int, str]:  # noqa: ASYNC109 - the bound of one CLI run
     """Run an agent CLI to its end; its exit code and output (stdout and stderr together)."""
     full = {"PATH": os.environ.get("PATH", ""), **QUIET, **env}
     proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=full, stdin=asyncio.subprocess.DEVNULL,

@@ -290,7 +290,7 @@ def chat_answer(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         return FINAL, None
     if step == CHAT_SUBAGENT_AT:
         name = next((n for n in TASK_TOOLS if n in tools), None)
-        agent_types = []
+        agent_types: list[Any] = []
         if name:
             prop = ((tools[name].get("function") or {}).get("parameters") or {}).get("properties", {}).get("subagent_type") or {}
             agent_types = prop.get("enum") or []
