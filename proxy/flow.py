@@ -18,12 +18,12 @@ from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
 from proxy.http.request_body import read_json_body
-from proxy.http.translate import translated
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
 from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
 from proxy.rewrite.retry import retry_after_refusal, settle_retry_in_turn
 from proxy.routes import check_kind, route_of, upstream_url
+from proxy.translate.litellm_bridge import translated
 
 log = structlog.get_logger(__name__)
 

@@ -72,7 +72,7 @@ def check_kind(route: Route, wire: str, model: str) -> bool:
     """Whether the request goes through litellm's translation (its route speaks another dialect and allows it);
     400 naming the route and both dialects when the route speaks another dialect and translation is not on."""
     if wire == "responses" and route.translate and route.kind in ("openai", "ollama"):
-        return True  # a chat-only server (llama.cpp, vLLM, Ollama's /v1): proxy/http/responses_bridge.py
+        return True  # a chat-only server (llama.cpp, vLLM, Ollama's /v1): proxy/translate/responses_chat.py
     if route.kind in SERVED_BY[wire]:
         return False
     if (wire, route.kind) in TRANSLATED and route.translate:

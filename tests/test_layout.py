@@ -41,6 +41,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "proxy.api": ("proxy.flow", "proxy.replay"),
     "proxy.observe": ("proxy.flow", "proxy.replay"),
     "proxy.http": ("proxy.replay",),
+    "proxy.translate": ("proxy.replay", "proxy.api", "proxy.flow"),
 }
 
 
@@ -191,6 +192,7 @@ UNDONE_YET: dict[tuple[str, str], str] = {
     ("proxy/rewrite", "config"): "rewrite/steps.py builds the steps from the whole Config",
     ("proxy/mcp", "proxy"): LEAVES,
     ("proxy/ui", "proxy"): LEAVES,
+    ("proxy/translate", "proxy"): LEAVES,
     ("proxy/api", "proxy/http"): "api/admin.py checks keys with http/auth.py, which http/app.py mounts beside the API",
     ("proxy/observe", "proxy/http"): "observe/endpoint.py checks keys with http/auth.py",
     ("proxy/mcp", "proxy/http"): "mcp/endpoint.py checks keys with http/auth.py",

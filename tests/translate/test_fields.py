@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, web
 
-from proxy.http.translate import openai_arguments
+from proxy.translate.litellm_bridge import openai_arguments
 from tests.conftest import MakeProxy, base_url, config_for
 from tests.fake_upstream import FakeUpstream
 

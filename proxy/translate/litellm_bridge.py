@@ -22,8 +22,8 @@ from proxy.dialects.base import Dialect
 from proxy.dialects.errors import ProxyError, stream_error_bytes
 from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.stream import assembler_for
-from proxy.http.responses_bridge import bridged
 from proxy.http.upstream import describe
+from proxy.translate.responses_chat import bridged
 
 log = structlog.get_logger(__name__)
 ANTHROPIC_FIELDS = ("messages", "max_tokens", "system", "tools", "tool_choice", "stop_sequences", "temperature", "top_p",
