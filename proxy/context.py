@@ -61,6 +61,8 @@ class RequestContext:
     assembled: Assembled | None = None
     """The answer, reassembled on the side while it was relayed (None when it was an error)."""
     new_messages: list[dict[str, Any]] = field(default_factory=list)
+    noted_messages: list[dict[str, Any]] = field(default_factory=list)
+    """The request's canonical messages as the client sent them (the session's facts fold in what they have not yet)."""
     """The canonical messages new in this request (what anchors are captured from, and the session's facts learned)."""
     parent_id: str | None = None
     """``X-Ruyi-Parent``: the session this request's session is a sub-agent of, said explicitly."""

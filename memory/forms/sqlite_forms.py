@@ -24,11 +24,21 @@ class SessionMemory:
             row = c.execute("SELECT body FROM session_facts WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()
         return json.loads(row[0]) if row else {}
 
-    def learn(self, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], answer: str | None) -> dict[str, Any]:
-        """Fold a request's new messages and answer into the session's facts (redacted), in one transaction."""
+    def learn(self, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], answer: str | None,
+              start: int | None = None) -> dict[str, Any]:
+        """Fold a request's new messages and answer into the session's facts (redacted), in one transaction. With
+        ``start`` (where the request's new messages begin), ``messages`` is the whole request and the facts fold in
+        from the first message they have not folded yet: a process killed after recording a request but before
+        learning from it leaves nothing out for good, and a request learned twice adds nothing twice."""
         with self.db.transaction() as c:
             row = c.execute("SELECT body FROM session_facts WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()
-            facts = learn(json.loads(row[0]) if row else {}, messages, answer)
+            before = json.loads(row[0]) if row else {}
+            if start is not None:
+                seen = before.get("seen", start)
+                begin = seen if isinstance(seen, int) and 0 <= seen <= len(messages) else start  # a shorter history: the client's own rewrite
+                facts = {**learn(before, messages[begin:], answer), "seen": len(messages)}
+            else:
+                facts = learn(before, messages, answer)
             body = self._redact(dumps(facts))
             c.execute("INSERT OR REPLACE INTO session_facts VALUES (?, ?, ?, ?)", (agent_id, session_id, body, self._clock()))
         return json.loads(body)

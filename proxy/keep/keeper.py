@@ -100,7 +100,8 @@ class Keeper:
             report = getattr(ctx.pruning, "report", None)
             archive = _archive_of(ctx)
             task = asyncio.create_task(self._remember(m.session.agent_id, m.session.session_id, list(ctx.new_messages), answer,
-                                                      report if isinstance(report, dict) else None, archive))
+                                                      report if isinstance(report, dict) else None, archive,
+                                                      (list(ctx.noted_messages), m.shared) if ctx.noted_messages else None))
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
@@ -112,9 +113,10 @@ class Keeper:
         task.add_done_callback(lambda t, agent=m.session.agent_id: self._forget_task(agent, t))
 
     async def _remember(self, agent_id: str, session_id: str, messages: list[dict[str, Any]], answer: dict[str, Any] | None,
-                        report: dict[str, Any] | None, archive: dict[str, Any] | None = None) -> None:
+                        report: dict[str, Any] | None, archive: dict[str, Any] | None = None,
+                        whole: tuple[list[dict[str, Any]], int] | None = None) -> None:
         try:
-            await self.run(self.remember, agent_id, session_id, messages, answer, report)
+            await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
             plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
             if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
                 if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
@@ -145,12 +147,17 @@ class Keeper:
     # in a worker thread
 
     def remember(self, agent_id: str, session_id: str, messages: Sequence[dict[str, Any]], answer: dict[str, Any] | None,
-                 report: dict[str, Any] | None) -> list[str]:
-        """Everything learned from one request and its answer; returns the ids of the anchors captured."""
+                 report: dict[str, Any] | None, whole: tuple[Sequence[dict[str, Any]], int] | None = None) -> list[str]:
+        """Everything learned from one request and its answer; returns the ids of the anchors captured. ``whole``: the
+        request's messages and where its new ones begin (the facts fold in what they have not yet, whatever process
+        recorded the request)."""
         said = [m.get("content") for m in [*messages, *([answer] if answer else [])] if m.get("role") == "assistant"]
         texts = [t for t in said if isinstance(t, str) and t]
         answer_text = answer.get("content") if answer else None
-        self.sessions.learn(agent_id, session_id, messages, answer_text)
+        if whole is not None:
+            self.sessions.learn(agent_id, session_id, whole[0], answer_text, whole[1])
+        else:
+            self.sessions.learn(agent_id, session_id, messages, answer_text)
         captured: list[str] = []
         if self.options.capture_anchors:
             found = [c for text in texts for c in definitions(text)]

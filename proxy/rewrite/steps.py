@@ -23,6 +23,7 @@ class NoteStep:
         m = ctx.measurement
         if m is not None and ctx.mode == "on":
             ctx.new_messages = messages[m.shared:]
+            ctx.noted_messages = messages
         return messages
 
 

@@ -39,6 +39,11 @@ async def alternate(procs: Sequence[RuyiProcess], requests: Sequence[Messages], 
         for i, (messages, request_id) in enumerate(zip(requests, ids), start):
             resp = await post(http, procs[i % len(procs)].url, messages, "agent", request_id)
             sessions.append(resp.headers["X-Ruyi-Session"])
+            # What an answer teaches the agent's memory (the facts of the compact form) is written in the background,
+            # best effort by design, as calibration is: a replica that reads it back before the other wrote it would
+            # differ by timing alone. Reading the notebook waits for that replica's background memory work.
+            async with http.get(procs[i % len(procs)].url + "/ruyi/v1/notebook", headers={"X-Ruyi-Agent": "agent"}) as settled:
+                assert settled.status == 200
     return sessions
 
 
