@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -25,6 +26,10 @@ def conversation(turns: int) -> list[dict[str, str]]:
 async def test_workers_share_the_port_and_the_sessions(upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
     proc = RuyiProcess(base_url(upstream) + "/v1", tmp_path / "data", {}, tmp_path / "ruyi.log", args=["--workers", "2"])
     await proc.start()
+    for _ in range(600):  # both workers up before the requests start (each starts at its own pace; bounded)
+        if len({e["pid"] for e in proc.events() if e.get("event") == "serving"}) == 2:
+            break
+        await asyncio.sleep(0.05)
     sessions = []
     for turns in range(24):
         async with aiohttp.ClientSession() as http:  # a new connection each time: the kernel picks a worker for each
