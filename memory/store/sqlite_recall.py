@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -23,6 +24,8 @@ your now next run step file line lines output returncode true false none null se
 cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mkdir touch bash sh npm pip
 """.split())
 TERMS_MAX = 24
+EXPIRE_ROWS = 500
+"""Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
 
 
 def bigrams(run: str) -> list[str]:
@@ -56,6 +59,41 @@ def match_query(words: list[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words if w.strip())
 
 
+def _token(prefix: str, *parts: str) -> str:
+    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
+    return prefix + digest
+
+
+def session_token(agent_id: str, session_id: str) -> str:
+    """The indexed token of a session's rows: ``s`` and a hash of (agent, session), one word for the tokenizer."""
+    return _token("s", agent_id, session_id)
+
+
+def agent_token(agent_id: str) -> str:
+    """The indexed token of an agent's rows (an agent-wide search)."""
+    return _token("a", agent_id)
+
+
+def scope_text(agent_id: str, session_id: str) -> str:
+    """What the ``scope`` column holds for a row: its session's token and its agent's."""
+    return f"{session_token(agent_id, session_id)} {agent_token(agent_id)}"
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """The SQL function the scoping migration calls (``ruyi_scope(agent_id, session_id)``)."""
+    conn.create_function("ruyi_scope", 2, scope_text, deterministic=True)
+
+
+def scoped_query(words: list[str], agent_id: str, session_id: str | None, agents: Sequence[str] | None) -> str:
+    """The MATCH of a search: the terms in the text, within the session's rows (or the agents' rows; ``["*"]``: all)."""
+    text = f"text : ({match_query(words)})"
+    scope = list(agents) if agents is not None else [agent_id]
+    if scope == ["*"]:
+        return text
+    tokens = [session_token(a, session_id) if session_id is not None else agent_token(a) for a in scope]
+    return "scope : (" + " OR ".join(f'"{t}"' for t in tokens) + f") AND {text}"
+
+
 def matched(words: list[str], text: str) -> int:
     """How strongly a text holds the terms: each term found counts 1, a path or dotted name (3 pieces or more) 2.
     Phrases are compared on the indexed form, lower-cased, word-separated."""
@@ -84,8 +122,25 @@ CREATE VIRTUAL TABLE recall_fts USING fts5(
 )
 """
 """The tables (migration 2 of the store; run as is for a store kept in memory). No ';' inside a statement."""
+SCOPED = """
+CREATE VIRTUAL TABLE recall_fts_scoped USING fts5(
+    text, scope, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO recall_fts_scoped (rowid, text, scope, agent_id, session_id, kind, ref)
+    SELECT rowid, text, ruyi_scope(agent_id, session_id), agent_id, session_id, kind, ref FROM recall_fts ORDER BY rowid;
+DROP TABLE recall_fts;
+ALTER TABLE recall_fts_scoped RENAME TO recall_fts
+"""
+"""Migration 7: the index gains an indexed ``scope`` column (a token for the session, one for the agent: ``scope_text``),
+so a search is ``scope:"s…" AND text:(terms)``: FTS5 intersects the term lists with the session's, and reads and ranks
+only that session's rows. Rows keep their rowids (ties rank as before). Needs ``ruyi_scope`` (``register``)."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
 """Per-session tables, removed with their session."""
+
+
+_INDEX = "INSERT INTO recall_fts (text, scope, agent_id, session_id, kind, ref) VALUES (?, ?, ?, ?, ?, ?)"
+RANK = "bm25(recall_fts, 1.0, 0.0)"
+"""The text column's bm25 (the scope column weighs nothing)."""
 
 
 class Recall:
@@ -95,8 +150,9 @@ class Recall:
         self.location = str(path) if path is not None else ":memory:"
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
+        register(self._conn)
         if path is None:
-            for statement in SCHEMA.split(";"):
+            for statement in (*SCHEMA.split(";"), *SCOPED.split(";")):
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
@@ -122,13 +178,13 @@ class Recall:
             cur = c.execute("INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)))
             if cur.rowcount and item.text.strip():
-                c.execute("INSERT INTO recall_fts VALUES (?, ?, ?, 'turn', ?)", (index_text(item.text), *key, f"{item.turn}:{item.hash}"))
+                c.execute(_INDEX, (index_text(item.text), scope_text(*key), *key, "turn", f"{item.turn}:{item.hash}"))
         elif isinstance(item, ChunkRow):
             cur = c.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.chunk_id, item.first, item.last, now, item.source, json.dumps(item.tags), json.dumps(item.anchors),
                              item.line, item.summary))
             if cur.rowcount:
-                c.execute("INSERT INTO recall_fts VALUES (?, ?, ?, 'chunk', ?)", (index_text(item.summary), *key, item.chunk_id))
+                c.execute(_INDEX, (index_text(item.summary), scope_text(*key), *key, "chunk", item.chunk_id))
         else:
             c.execute("INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
                       (*key, item.archive_id, item.number, now, json.dumps(item.body, ensure_ascii=False)))
@@ -141,12 +197,14 @@ class Recall:
             return []
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
-        sql = ("SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?" +
+        # the scope token narrows the match to the session's (the agents') rows; the columns are still checked
+        sql = (f"SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?" +
                ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})") +
                (" AND session_id = ?" if session_id is not None else "") +
-               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?")
+               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY {RANK} LIMIT ?")
         scope = [] if everyone else scope
-        args = [match_query(words), *scope, *([session_id] if session_id is not None else []), *kinds, limit * 4]
+        args = [scoped_query(words, agent_id, session_id, agents), *scope, *([session_id] if session_id is not None else []), *kinds,
+                limit * 4]
         with self._lock:
             rows = self._conn.execute(sql, args).fetchall()
             hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed in rows]
@@ -189,17 +247,37 @@ class Recall:
                                       "ORDER BY turn, rowid", (agent_id, session_id, first, last if last is not None else 1 << 62)).fetchall()
         return [{"turn": t, "message": json.loads(b)} for t, b in rows]
 
-    def expire_turns(self, before: float) -> int:
-        """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many."""
-        with self._lock:
-            gone = self._conn.execute("SELECT agent_id, session_id, turn, hash FROM turns WHERE created_at < ?", (before,)).fetchall()
-            if gone:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.executemany("DELETE FROM recall_fts WHERE agent_id = ? AND session_id = ? AND kind = 'turn' AND ref = ?",
-                                       [(a, s, f"{t}:{h}") for a, s, t, h in gone])
-                self._conn.execute("DELETE FROM turns WHERE created_at < ?", (before,))
-                self._conn.execute("COMMIT")
-        return len(gone)
+    def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
+        """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many. In steps of ``rows`` turns,
+        each its own short transaction, the lock released between two (searches and writes go on meanwhile)."""
+        removed = 0
+        while True:
+            with self._lock:
+                gone = self._conn.execute("SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? "
+                                          "ORDER BY created_at LIMIT ?", (before, rows)).fetchall()
+                if gone:
+                    self._expire_step(gone)
+            removed += len(gone)
+            if len(gone) < rows:
+                return removed
+            time.sleep(0)  # let a waiting thread take the lock
+
+    def _expire_step(self, gone: list[tuple[int, str, str, int, str]]) -> None:
+        by_session: dict[tuple[str, str], set[str]] = {}
+        for _, agent, session, turn, digest in gone:
+            by_session.setdefault((agent, session), set()).add(f"{turn}:{digest}")
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for (agent, session), refs in by_session.items():  # the session's index rows, found by its scope token
+                indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE recall_fts MATCH ? AND agent_id = ? AND session_id = ? "
+                                    "AND kind = 'turn'", (f'scope : "{session_token(agent, session)}"', agent, session)).fetchall()
+                c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed if ref in refs])
+            c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
 
     def checkpoint(self) -> None:
         """Nothing to do: the store's own connection folds the write-ahead log."""
