@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -59,41 +58,6 @@ def match_query(words: list[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words if w.strip())
 
 
-def _token(prefix: str, *parts: str) -> str:
-    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
-    return prefix + digest
-
-
-def session_token(agent_id: str, session_id: str) -> str:
-    """The indexed token of a session's rows: ``s`` and a hash of (agent, session), one word for the tokenizer."""
-    return _token("s", agent_id, session_id)
-
-
-def agent_token(agent_id: str) -> str:
-    """The indexed token of an agent's rows (an agent-wide search)."""
-    return _token("a", agent_id)
-
-
-def scope_text(agent_id: str, session_id: str) -> str:
-    """What the ``scope`` column holds for a row: its session's token and its agent's."""
-    return f"{session_token(agent_id, session_id)} {agent_token(agent_id)}"
-
-
-def register(conn: sqlite3.Connection) -> None:
-    """The SQL function the scoping migration calls (``ruyi_scope(agent_id, session_id)``)."""
-    conn.create_function("ruyi_scope", 2, scope_text, deterministic=True)
-
-
-def scoped_query(words: list[str], agent_id: str, session_id: str | None, agents: Sequence[str] | None) -> str:
-    """The MATCH of a search: the terms in the text, within the session's rows (or the agents' rows; ``["*"]``: all)."""
-    text = f"text : ({match_query(words)})"
-    scope = list(agents) if agents is not None else [agent_id]
-    if scope == ["*"]:
-        return text
-    tokens = [session_token(a, session_id) if session_id is not None else agent_token(a) for a in scope]
-    return "scope : (" + " OR ".join(f'"{t}"' for t in tokens) + f") AND {text}"
-
-
 def matched(words: list[str], text: str) -> int:
     """How strongly a text holds the terms: each term found counts 1, a path or dotted name (3 pieces or more) 2.
     Phrases are compared on the indexed form, lower-cased, word-separated."""
@@ -122,25 +86,98 @@ CREATE VIRTUAL TABLE recall_fts USING fts5(
 )
 """
 """The tables (migration 2 of the store; run as is for a store kept in memory). No ';' inside a statement."""
-SCOPED = """
-CREATE VIRTUAL TABLE recall_fts_scoped USING fts5(
-    text, scope, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
+SLOT_BITS = 21
+"""A session's rows live in a block of 2**21 rowids (a fuller session gets another); an agent's sessions in a block of
+2**21 session blocks (an agent with more gets another): the rowid is agent block << 42 | session slot << 21 | row."""
+SLOT = 1 << SLOT_BITS
+AGENT = 1 << (2 * SLOT_BITS)
+BLOCKS = """
+CREATE TABLE recall_agents (
+    agent_id TEXT NOT NULL, block INTEGER NOT NULL, sessions INTEGER NOT NULL, PRIMARY KEY (agent_id, block)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX recall_agents_by_block ON recall_agents (block);
+CREATE TABLE recall_sessions (
+    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, base INTEGER NOT NULL, next INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, session_id, base)
+) WITHOUT ROWID;
+CREATE TABLE recall_seq (n INTEGER NOT NULL);
+CREATE TEMP TABLE recall_moved AS
+    WITH numbered AS (
+        SELECT rowid AS old, agent_id, session_id, row_number() OVER (PARTITION BY agent_id, session_id ORDER BY rowid) - 1 AS n
+        FROM recall_fts
+    ), placed AS (
+        SELECT old, agent_id, session_id, n % 2097152 AS row,
+               dense_rank() OVER (ORDER BY agent_id) AS block,
+               dense_rank() OVER (PARTITION BY agent_id ORDER BY session_id, n / 2097152) - 1 AS slot
+        FROM numbered
+    )
+    SELECT old, agent_id, session_id, row, block, slot, (block << 42) | (slot << 21) AS base FROM placed;
+CREATE VIRTUAL TABLE recall_fts_blocks USING fts5(
+    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, seq UNINDEXED,
+    tokenize = 'unicode61 remove_diacritics 2'
 );
-INSERT INTO recall_fts_scoped (rowid, text, scope, agent_id, session_id, kind, ref)
-    SELECT rowid, text, ruyi_scope(agent_id, session_id), agent_id, session_id, kind, ref FROM recall_fts ORDER BY rowid;
+INSERT INTO recall_fts_blocks (rowid, text, agent_id, session_id, kind, ref, seq)
+    SELECT m.base | m.row, f.text, f.agent_id, f.session_id, f.kind, f.ref, f.rowid
+    FROM recall_fts f JOIN recall_moved m ON m.old = f.rowid ORDER BY f.rowid;
+INSERT INTO recall_agents SELECT agent_id, block, max(slot) + 1 FROM recall_moved GROUP BY agent_id, block;
+INSERT INTO recall_sessions SELECT agent_id, session_id, base, max(row) + 1 FROM recall_moved GROUP BY agent_id, session_id, base;
+INSERT INTO recall_seq SELECT coalesce(max(rowid), 0) FROM recall_fts;
+DROP TABLE recall_moved;
 DROP TABLE recall_fts;
-ALTER TABLE recall_fts_scoped RENAME TO recall_fts
+ALTER TABLE recall_fts_blocks RENAME TO recall_fts
 """
-"""Migration 7: the index gains an indexed ``scope`` column (a token for the session, one for the agent: ``scope_text``),
-so a search is ``scope:"s…" AND text:(terms)``: FTS5 intersects the term lists with the session's, and reads and ranks
-only that session's rows. Rows keep their rowids (ties rank as before). Needs ``ruyi_scope`` (``register``)."""
+"""Migration 7: the index's rows are numbered by agent and session (``SLOT_BITS``), existing rows carried over, so a
+search is a MATCH within its session's (its agent's) rowid range: FTS5 seeks its term lists to that range, and reads
+and ranks only those rows, while the ranking (bm25 over the whole index) stays what it was. ``seq`` keeps the order rows
+were written in (ties are broken by it, as they were by the rowid). Limit: an existing store with over 2**21 sessions
+for one agent would not migrate (none comes near)."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
 """Per-session tables, removed with their session."""
 
 
-_INDEX = "INSERT INTO recall_fts (text, scope, agent_id, session_id, kind, ref) VALUES (?, ?, ?, ?, ?, ?)"
-RANK = "bm25(recall_fts, 1.0, 0.0)"
-"""The text column's bm25 (the scope column weighs nothing)."""
+_INDEX = "INSERT INTO recall_fts (rowid, text, agent_id, session_id, kind, ref, seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def session_ranges(c: sqlite3.Connection, agent_id: str, session_id: str) -> list[tuple[int, int]]:
+    """The rowid ranges of a session's index rows (one but for a session of over 2**21 rows)."""
+    rows = c.execute("SELECT base FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base", (agent_id, session_id))
+    return [(base, base + SLOT - 1) for (base,) in rows]
+
+
+def agent_ranges(c: sqlite3.Connection, agent_id: str) -> list[tuple[int, int]]:
+    """The rowid ranges of an agent's index rows (one but for an agent of over 2**21 sessions)."""
+    rows = c.execute("SELECT block FROM recall_agents WHERE agent_id = ? ORDER BY block", (agent_id,))
+    return [(block * AGENT, (block + 1) * AGENT - 1) for (block,) in rows]
+
+
+def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> int:
+    """Remove sessions' index rows, by their rowid ranges (in the caller's transaction); returns how many rows."""
+    removed = 0
+    for agent_id, session_id in keys:
+        for first, last in session_ranges(c, agent_id, session_id):
+            removed += c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ?", (first, last)).rowcount
+    c.executemany("DELETE FROM recall_sessions WHERE agent_id = ? AND session_id = ?", keys)
+    return removed
+
+
+def _next_rowid(c: sqlite3.Connection, agent_id: str, session_id: str) -> tuple[int, int]:
+    """The rowid of a session's next index row and its ``seq`` (in the caller's transaction)."""
+    (seq,) = c.execute("UPDATE recall_seq SET n = n + 1 RETURNING n").fetchone()
+    row = c.execute("SELECT base, next FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base DESC LIMIT 1",
+                    (agent_id, session_id)).fetchone()
+    if row is not None and row[1] < SLOT:
+        c.execute("UPDATE recall_sessions SET next = next + 1 WHERE agent_id = ? AND session_id = ? AND base = ?", (agent_id, session_id, row[0]))
+        return row[0] + row[1], seq
+    agent = c.execute("SELECT block, sessions FROM recall_agents WHERE agent_id = ? ORDER BY block DESC LIMIT 1", (agent_id,)).fetchone()
+    if agent is not None and agent[1] < SLOT:
+        c.execute("UPDATE recall_agents SET sessions = sessions + 1 WHERE agent_id = ? AND block = ?", (agent_id, agent[0]))
+        base = agent[0] * AGENT + agent[1] * SLOT
+    else:
+        (block,) = c.execute("SELECT coalesce(max(block), 0) + 1 FROM recall_agents").fetchone()
+        c.execute("INSERT INTO recall_agents VALUES (?, ?, 1)", (agent_id, block))
+        base = block * AGENT
+    c.execute("INSERT INTO recall_sessions VALUES (?, ?, ?, 1)", (agent_id, session_id, base))
+    return base, seq
 
 
 class Recall:
@@ -150,9 +187,8 @@ class Recall:
         self.location = str(path) if path is not None else ":memory:"
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
-        register(self._conn)
         if path is None:
-            for statement in (*SCHEMA.split(";"), *SCOPED.split(";")):
+            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";")):
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
@@ -178,13 +214,15 @@ class Recall:
             cur = c.execute("INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)))
             if cur.rowcount and item.text.strip():
-                c.execute(_INDEX, (index_text(item.text), scope_text(*key), *key, "turn", f"{item.turn}:{item.hash}"))
+                rowid, seq = _next_rowid(c, *key)
+                c.execute(_INDEX, (rowid, index_text(item.text), *key, "turn", f"{item.turn}:{item.hash}", seq))
         elif isinstance(item, ChunkRow):
             cur = c.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.chunk_id, item.first, item.last, now, item.source, json.dumps(item.tags), json.dumps(item.anchors),
                              item.line, item.summary))
             if cur.rowcount:
-                c.execute(_INDEX, (index_text(item.summary), scope_text(*key), *key, "chunk", item.chunk_id))
+                rowid, seq = _next_rowid(c, *key)
+                c.execute(_INDEX, (rowid, index_text(item.summary), *key, "chunk", item.chunk_id, seq))
         else:
             c.execute("INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
                       (*key, item.archive_id, item.number, now, json.dumps(item.body, ensure_ascii=False)))
@@ -197,17 +235,24 @@ class Recall:
             return []
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
-        # the scope token narrows the match to the session's (the agents') rows; the columns are still checked
-        sql = (f"SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?" +
+        sql = ("SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?" +
+               ("" if everyone else " AND rowid BETWEEN ? AND ?") +
                ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})") +
                (" AND session_id = ?" if session_id is not None else "") +
-               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY {RANK} LIMIT ?")
-        scope = [] if everyone else scope
-        args = [scoped_query(words, agent_id, session_id, agents), *scope, *([session_id] if session_id is not None else []), *kinds,
-                limit * 4]
+               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?")
+        rest = [*([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
+        query = match_query(words)
         with self._lock:
-            rows = self._conn.execute(sql, args).fetchall()
-            hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed in rows]
+            c = self._conn
+            if everyone:
+                rows = c.execute(sql, [query, *rest]).fetchall()
+            else:  # within the session's (the agents') rowid ranges: FTS5 reads only those rows; bm25 is the whole index's
+                ranges = [r for a in scope for r in (session_ranges(c, a, session_id) if session_id is not None else agent_ranges(c, a))]
+                rows = [row for first, last in ranges for row in c.execute(sql, [query, first, last, *rest]).fetchall()]
+                if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
+                    rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
+            hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session))
+                    for kind, ref, agent, session, indexed, _, _ in rows]
         hits.sort(key=lambda h: -h.matched)
         return hits[:limit]
 
@@ -269,10 +314,10 @@ class Recall:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            for (agent, session), refs in by_session.items():  # the session's index rows, found by its scope token
-                indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE recall_fts MATCH ? AND agent_id = ? AND session_id = ? "
-                                    "AND kind = 'turn'", (f'scope : "{session_token(agent, session)}"', agent, session)).fetchall()
-                c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed if ref in refs])
+            for (agent, session), refs in by_session.items():  # the session's index rows, by its rowid range
+                for first, last in session_ranges(c, agent, session):
+                    indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind = 'turn'", (first, last))
+                    c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed.fetchall() if ref in refs])
             c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
         except BaseException:
             c.execute("ROLLBACK")

@@ -8,8 +8,7 @@ from pathlib import Path
 import structlog
 
 from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
-from memory.store.sqlite_recall import SCOPED as RECALL_SCOPED
-from memory.store.sqlite_recall import register
+from memory.store.sqlite_recall import BLOCKS as RECALL_BLOCKS
 from memory.store.base import StoreError
 
 log = structlog.get_logger(__name__)
@@ -126,9 +125,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     """,
-    # 7: the full-text index gains an indexed scope column (a token per session and per agent), existing rows carried
-    # over with their rowids: a search reads its session's rows only (memory/store/sqlite_recall.py)
-    RECALL_SCOPED,
+    # 7: the full-text index's rows numbered by agent and session (a rowid range each), existing rows carried over: a
+    # search reads its session's (its agent's) rows only (memory/store/sqlite_recall.py)
+    RECALL_BLOCKS,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 
@@ -147,7 +146,6 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
             f"{path}: the database is at schema version {found}, newer than this Ruyi understands ({LATEST}); "
             "run the Ruyi that wrote it, or point store.data_dir (RUYI_DATA_DIR) elsewhere"
         )
-    register(conn)  # SQL functions a migration calls
     if found == 0:
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
     for version in range(found + 1, LATEST + 1):

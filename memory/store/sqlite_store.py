@@ -17,7 +17,7 @@ import structlog
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_recall import session_token
+from memory.store.sqlite_recall import delete_sessions
 from memory.store.sqlite_report import SQLiteReport
 from memory.store.sqlite_schema import migrate
 from memory.store.base import (
@@ -45,15 +45,6 @@ _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
 CHECKPOINT_BYTES = 4 << 20
 """Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
-_SCOPED_DELETE = ("DELETE FROM recall_fts WHERE rowid IN (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? "
-                  "AND agent_id = ? AND session_id = ?)")
-"""A session's rows of the full-text index, found by its scope token (a scan of the whole index otherwise)."""
-
-
-def _scoped(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
-    return [(f'scope : "{session_token(a, s)}"', a, s) for a, s in keys]
-
-
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
                 "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
@@ -242,8 +233,8 @@ class SQLiteStore(SQLiteReport):
                 "(SELECT link FROM chain WHERE agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)", gone)
             c.executemany("DELETE FROM chain WHERE agent_id = ? AND session_id = ?", gone)
             for table in _PER_SESSION:
-                if table == "recall_fts":
-                    c.executemany(_SCOPED_DELETE, _scoped(gone))
+                if table == "recall_fts":  # by the sessions' rowid ranges (a scan of the whole index otherwise)
+                    delete_sessions(c, gone)
                 else:
                     c.executemany(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", gone)
 
@@ -252,12 +243,12 @@ class SQLiteStore(SQLiteReport):
         self._conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten with zeros, not left in free space
         try:
             with self._transaction() as c:
-                for table, per_session in self._owned:
+                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_fts"):  # its ranges first
                     if session_id is None:  # the agent and its sub-agents (agent/…)
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?",
                                                    (agent_id, len(agent_id) + 1, agent_id + "/")).rowcount
                     elif table == "recall_fts":
-                        removed[table] = c.execute(_SCOPED_DELETE, _scoped([(agent_id, session_id)])[0]).rowcount
+                        removed[table] = delete_sessions(c, [(agent_id, session_id)])
                     elif per_session:
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).rowcount
         finally:
