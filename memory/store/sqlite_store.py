@@ -45,6 +45,12 @@ _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
 CHECKPOINT_BYTES = 4 << 20
 """Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
+TRUNCATE_EVERY_S = 60.0
+"""At most this often (and whenever the log passed ``TRUNCATE_BYTES``) a checkpoint also empties the log file, so its size
+stays bounded (a passive one reuses the file from its start but never shrinks it)."""
+TRUNCATE_BYTES = 64 << 20
+TRUNCATE_WAIT_MS = 100
+"""How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
                 "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
@@ -101,6 +107,9 @@ class SQLiteStore(SQLiteReport):
             raise
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpoint_lock = threading.Lock()
+        self._truncated_at = float("-inf")
+        self.truncated = 0
+        """Checkpoints that emptied the log file since start-up."""
         self._owned = _owned_tables(self._conn)
         self._locks = FileSessionLocks(path.with_name(path.name + "-locks"))
 
@@ -269,7 +278,18 @@ class SQLiteStore(SQLiteReport):
         with self._checkpoint_lock:
             if self._checkpoint_conn is None:
                 self._checkpoint_conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            conn, now = self._checkpoint_conn, time.monotonic()
+            if now - self._truncated_at >= TRUNCATE_EVERY_S or self._wal_bytes() >= TRUNCATE_BYTES:
+                self._truncated_at = now
+                conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")  # a reader or writer in the way: give up soon
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                if not busy:
+                    self.truncated += 1
+                    return
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _wal_bytes(self) -> int:
         try:

@@ -166,3 +166,26 @@ def test_a_session_forgotten_or_expired_leaves_no_index_row_and_the_others_keep_
     finally:
         recall.close()
         store.close()
+
+
+def test_a_checkpoint_after_a_write_burst_empties_the_log_file_and_a_passive_one_follows(tmp_path: Path) -> None:
+    from memory.store import sqlite_store
+
+    store = SQLiteStore(tmp_path / "ruyi.db")
+    recall = Recall(tmp_path / "ruyi.db")
+    wal = tmp_path / "ruyi.db-wal"
+    try:
+        rng = random.Random(1)
+        for batch in range(6):  # a burst: a few MiB of log
+            recall.write_background([ChunkRow("a", f"s{batch}", f"c{i}", 1, 2, "x", (), (), "l", _text(rng) * 20) for i in range(300)])
+        assert wal.stat().st_size >= sqlite_store.CHECKPOINT_BYTES
+        store.checkpoint()
+        assert wal.stat().st_size == 0 and store.truncated == 1  # emptied, not only folded in
+        for batch in range(6):
+            recall.write_background([ChunkRow("b", f"s{batch}", f"c{i}", 1, 2, "x", (), (), "l", _text(rng) * 20) for i in range(300)])
+        grown = wal.stat().st_size
+        store.checkpoint()  # within TRUNCATE_EVERY_S of the last: passive (the file is reused, not shrunk)
+        assert wal.stat().st_size == grown and store.truncated == 1
+    finally:
+        recall.close()
+        store.close()
