@@ -101,7 +101,11 @@ CREATE TABLE recall_sessions (
     PRIMARY KEY (agent_id, session_id, base)
 ) WITHOUT ROWID;
 CREATE TABLE recall_seq (n INTEGER NOT NULL);
-CREATE TEMP TABLE recall_moved AS
+CREATE TEMP TABLE recall_moved (
+    old INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, row INTEGER NOT NULL, block INTEGER NOT NULL,
+    slot INTEGER NOT NULL, base INTEGER NOT NULL
+);
+INSERT INTO recall_moved
     WITH numbered AS (
         SELECT rowid AS old, agent_id, session_id, row_number() OVER (PARTITION BY agent_id, session_id ORDER BY rowid) - 1 AS n
         FROM recall_fts
