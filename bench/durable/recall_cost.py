@@ -8,9 +8,12 @@
 2. Request throughput through real ``ruyi serve`` processes (this tree and, with ``--before DIR``, another checkout)
    at a fixed rate from one aiohttp client, on a store holding ~1,000 expired sessions (the start-up sweep removes
    them while the load runs) and on the same store with none expired.
+3. The write-ahead log's size after a write burst during which a reader held a snapshot: checkpoints passive only (as
+   before) and truncating (now).
 
     .venv/bin/python bench/durable/recall_cost.py --sizes 5000 50000 500000
     .venv/bin/python bench/durable/recall_cost.py --sizes 0 --serve --before /tmp/ruyi-main   # part 2 only
+    .venv/bin/python bench/durable/recall_cost.py --sizes 0 --wal 80     # part 3: the log after an 80 MB burst
 """
 
 from __future__ import annotations
@@ -267,6 +270,47 @@ def throughput(roots: dict[str, Path], sessions: int, rate: float, seconds: floa
         shutil.rmtree(work, ignore_errors=True)
 
 
+# ---- part 3: the write-ahead log after a write burst ----
+
+def wal_burst(megabytes: int, texts: Texts, truncating: bool) -> dict[str, Any]:
+    """Write ``megabytes`` of recall rows in batches while a reader holds a snapshot (the log cannot restart), calling
+    the store's checkpoint after each batch as the background writer does; then the reader ends and one more checkpoint
+    runs. ``truncating`` False: the checkpoint as it was (passive only)."""
+    from memory.store import sqlite_store
+    from memory.store.base import ChunkRow
+
+    saved = sqlite_store.TRUNCATE_EVERY_S, sqlite_store.TRUNCATE_BYTES
+    if not truncating:
+        sqlite_store.TRUNCATE_EVERY_S = sqlite_store.TRUNCATE_BYTES = float("inf")  # type: ignore[assignment]
+    work = Path(tempfile.mkdtemp(prefix="ruyi-wal-"))
+    try:
+        store = SQLiteStore(work / "ruyi.db")
+        recall = Recall(work / "ruyi.db")
+        reader = sqlite3.connect(work / "ruyi.db", isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM turns").fetchone()  # a snapshot held: the log grows
+        wal = work / "ruyi.db-wal"
+        written, batch, peak = 0, 0, 0
+        while written < megabytes << 20:
+            rows = [ChunkRow("a", f"s{batch}", f"c{i}", 1, 2, "x", (), (), "l", texts.row(["own"])) for i in range(200)]
+            recall.write_background(rows)
+            written += sum(len(r.summary) for r in rows) * 3  # text, index and row: roughly
+            batch += 1
+            store.checkpoint()
+            peak = max(peak, wal.stat().st_size)
+        reader.execute("COMMIT")
+        reader.close()
+        store.checkpoint()
+        after = wal.stat().st_size
+        recall.close()
+        store.close()
+        return {"checkpoint": "truncating" if truncating else "passive only", "batches": batch, "peak WAL MB": peak / 2**20,
+                "WAL MB after the burst": after / 2**20}
+    finally:
+        sqlite_store.TRUNCATE_EVERY_S, sqlite_store.TRUNCATE_BYTES = saved
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000, 500000], help="index rows (0: skip part 1)")
@@ -276,10 +320,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--wal", type=int, default=0, metavar="MB", help="part 3: the log after a burst of this many MB")
     args = parser.parse_args()
     texts = Texts()
     for rows in (s for s in args.sizes if s):
         print(json.dumps(per_search(rows, args.searches, texts), default=lambda v: round(v, 3)), flush=True)
+    for truncating in (False, True) if args.wal else ():
+        print(json.dumps(wal_burst(args.wal, texts, truncating), default=lambda v: round(v, 1)), flush=True)
     if args.serve:
         roots = {**({"before": args.before} if args.before else {}), "after": Path(__file__).resolve().parents[2]}
         for result in throughput(roots, args.sessions, args.rate, args.seconds, texts):

@@ -166,7 +166,7 @@ def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> i
 
 def _next_rowid(c: sqlite3.Connection, agent_id: str, session_id: str) -> tuple[int, int]:
     """The rowid of a session's next index row and its ``seq`` (in the caller's transaction)."""
-    (seq,) = c.execute("UPDATE recall_seq SET n = n + 1 RETURNING n").fetchone()
+    ((seq,),) = c.execute("UPDATE recall_seq SET n = n + 1 RETURNING n").fetchall()
     row = c.execute("SELECT base, next FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base DESC LIMIT 1",
                     (agent_id, session_id)).fetchone()
     if row is not None and row[1] < SLOT:

@@ -49,6 +49,7 @@ TRUNCATE_EVERY_S = 60.0
 """At most this often (and whenever the log passed ``TRUNCATE_BYTES``) a checkpoint also empties the log file, so its size
 stays bounded (a passive one reuses the file from its start but never shrinks it)."""
 TRUNCATE_BYTES = 64 << 20
+TRUNCATE_RETRY_S = 5.0
 TRUNCATE_WAIT_MS = 100
 """How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
@@ -279,7 +280,8 @@ class SQLiteStore(SQLiteReport):
             if self._checkpoint_conn is None:
                 self._checkpoint_conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
             conn, now = self._checkpoint_conn, time.monotonic()
-            if now - self._truncated_at >= TRUNCATE_EVERY_S or self._wal_bytes() >= TRUNCATE_BYTES:
+            since = now - self._truncated_at  # a big log is tried sooner, but never more than every few seconds
+            if since >= TRUNCATE_EVERY_S or (since >= TRUNCATE_RETRY_S and self._wal_bytes() >= TRUNCATE_BYTES):
                 self._truncated_at = now
                 conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")  # a reader or writer in the way: give up soon
                 try:
