@@ -11,13 +11,14 @@ from memory.serialized import SerializedRegistry
 
 log = structlog.get_logger(__name__)
 
-CHUNK = 50
+CHUNK = 20
 """Sessions removed per transaction, under the registry's lock (requests get the lock and the database between two:
-a step is a few milliseconds now that a session's recall rows are deleted by their rowid range)."""
+a step is tens of milliseconds now that a session's recall rows are deleted by their rowid range)."""
 PAGES = 256
 """Pages given back to the file system per step (one short transaction each)."""
-PAUSE_S = 0.005
-"""Both sweeps rest this long between steps, so requests (and a running Ruyi's writes) get their turn."""
+PAUSE_S = 0.12
+"""Both sweeps rest this long between steps, so requests (and a running Ruyi's writes) get their turn: longer than
+SQLite's busy handler sleeps between two tries (up to 100 ms), or a writer waiting for the database never gets it."""
 
 
 def _compact_step(registry: SerializedRegistry) -> int:

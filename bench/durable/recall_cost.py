@@ -188,6 +188,7 @@ def expired_store(path: Path, sessions: int, rows_per_session: int, texts: Texts
     conn.executemany("INSERT INTO chain VALUES (?, ?, ?, ?)", [(a, s, i, f"{s}-l{i}") for a, s in keys for i in range(20)])
     conn.executemany("INSERT INTO links VALUES (?, ?, ?)", [(a, f"{s}-l{i}", s) for a, s in keys for i in range(20)])
     conn.executemany("INSERT INTO decisions VALUES (?, ?, ?, ?)", [(a, s, f"{s}-l{i}", "{}") for a, s in keys for i in range(10)])
+    conn.execute("UPDATE turns SET created_at = ?", (seen,))  # raw turns as old as their session
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -197,20 +198,19 @@ async def load(url: str, rate: float, seconds: float) -> dict[str, float]:
     import aiohttp
 
     latencies: list[float] = []
-    failed = 0
+    failed: dict[str, int] = {}
 
     async def one(i: int, http: aiohttp.ClientSession) -> None:
-        nonlocal failed
         body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"bench request {i}: summarise src/app/main.py"}]}
         t0 = time.perf_counter()
         try:
             async with http.post(url + "/v1/chat/completions", json=body, headers={"X-Ruyi-Agent": f"load-{i % 8}"}) as resp:
                 await resp.read()
                 if resp.status != 200:
-                    failed += 1
+                    failed[str(resp.status)] = failed.get(str(resp.status), 0) + 1
                     return
-        except (aiohttp.ClientError, asyncio.TimeoutError):
-            failed += 1
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            failed[type(exc).__name__] = failed.get(type(exc).__name__, 0) + 1
             return
         latencies.append((time.perf_counter() - t0) * 1000)
 
@@ -242,8 +242,10 @@ def serve_run(root: Path, store_file: Path, rate: float, seconds: float) -> dict
         env = {"RUYI_DATA_DIR": str(data), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(root)}
         args = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", f"http://127.0.0.1:{up_port}",
                 "--config", str(config)]
+        started = time.perf_counter()
         procs.append(spawn(args, port, env, cwd=root))
-        result: dict[str, Any] = asyncio.run(load(f"http://127.0.0.1:{port}", rate, seconds))
+        ready_s = time.perf_counter() - started
+        result: dict[str, Any] = {"ready s": ready_s, **asyncio.run(load(f"http://127.0.0.1:{port}", rate, seconds))}
     finally:
         stop(procs)
     conn = sqlite3.connect(store_file)
@@ -300,7 +302,9 @@ def wal_burst(megabytes: int, texts: Texts, truncating: bool) -> dict[str, Any]:
             peak = max(peak, wal.stat().st_size)
         reader.execute("COMMIT")
         reader.close()
-        store.checkpoint()
+        for _ in range(7):  # the background writer's housekeeping, once a second, for a few seconds after the reader ends
+            store.checkpoint()
+            time.sleep(1)
         after = wal.stat().st_size
         recall.close()
         store.close()
@@ -318,7 +322,7 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help="part 2: throughput through ruyi serve during a vacuum")
     parser.add_argument("--before", type=Path, help="another checkout (the code before) for part 2")
     parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--rate", type=float, default=20.0, help="requests per second (below what the server holds)")
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--wal", type=int, default=0, metavar="MB", help="part 3: the log after a burst of this many MB")
     args = parser.parse_args()

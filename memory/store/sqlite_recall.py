@@ -23,8 +23,11 @@ your now next run step file line lines output returncode true false none null se
 cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mkdir touch bash sh npm pip
 """.split())
 TERMS_MAX = 24
-EXPIRE_ROWS = 500
+EXPIRE_ROWS = 200
 """Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
+EXPIRE_PAUSE_S = 0.12
+"""The rest between two steps: longer than SQLite's busy handler sleeps between two tries (up to 100 ms), so a request's
+write waiting for the database gets it."""
 
 
 def bigrams(run: str) -> list[str]:
@@ -298,7 +301,8 @@ class Recall:
 
     def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
         """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many. In steps of ``rows`` turns,
-        each its own short transaction, the lock released between two (searches and writes go on meanwhile)."""
+        each its own short transaction, with a rest between two (searches and writes go on meanwhile): call it off the
+        event loop."""
         removed = 0
         while True:
             with self._lock:
@@ -309,7 +313,7 @@ class Recall:
             removed += len(gone)
             if len(gone) < rows:
                 return removed
-            time.sleep(0)  # let a waiting thread take the lock
+            time.sleep(EXPIRE_PAUSE_S)  # searches and writes (of this process and others) take their turn
 
     def _expire_step(self, gone: list[tuple[int, str, str, int, str]]) -> None:
         by_session: dict[tuple[str, str], set[str]] = {}
