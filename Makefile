@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: install install-test browser agents run test bench clean
+.PHONY: install install-test browser agents run test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,12 +34,18 @@ browser:
 run: install
 	$(BIN)/ruyi serve $(ARGS)
 
-test: install-test
+# Lint and types first (seconds; mypy keeps its cache in .mypy_cache), then the suite. `make lint` runs the first two
+# alone; `ruff format --check` joins them once the tree has been formatted.
+test: install-test lint
 	$(BIN)/python -m pytest -q -m 'not slow' $(PYTEST_ARGS)
 
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 bench: install-test
-	$(BIN)/python bench/speed/overhead.py
+	$(BIN)/python bench/serve/overhead.py
 	$(BIN)/python bench/savings/savings.py
 
 clean:
-	rm -rf $(VENV) .ruyi .pytest_cache build *.egg-info .agents .artifacts
+	rm -rf $(VENV) .ruyi .pytest_cache .mypy_cache .ruff_cache build *.egg-info .agents .artifacts

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import structlog
 from aiohttp import web
@@ -28,10 +26,15 @@ async def upstream_answers(session: aiohttp.ClientSession, route: Route) -> str 
     try:
         async with session.get(probe_url(route), headers=headers, timeout=aiohttp.ClientTimeout(total=PROBE_SECONDS)) as resp:
             return None if resp.status < 500 else f"HTTP {resp.status}"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "no answer within 3 s"
     except aiohttp.ClientError as exc:
         return type(exc).__name__
+
+
+async def root(request: web.Request) -> web.Response:
+    """``GET /`` (and ``HEAD /``, which Claude Code sends at start): what this is and where to look."""
+    return web.json_response({"name": "ruyi", "status": "ok", "dashboard": "/ruyi/ui", "mcp": "/mcp", "api": "/ruyi/v1"})
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -19,8 +19,8 @@ from proxy import appkeys, json_codec
 from proxy.context import RequestContext
 from proxy.dialects.anthropic import system_without_billing
 from proxy.dialects.base import Dialect
-from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.errors import ProxyError, stream_error_bytes
+from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.stream import assembler_for
 from proxy.http.upstream import describe
 
@@ -234,7 +234,7 @@ async def _relay(request: web.Request, ctx: RequestContext, frames: AsyncIterato
     except Exception as exc:  # noqa: BLE001 - end the stream the client's SDK way, never a hang
         error = _error(exc, route, ctx.request_id)
         asm.result.error = error.code
-        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))  # type: ignore[arg-type]
+        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))
     await out.write_eof()
     return out
 

@@ -14,9 +14,10 @@ import structlog
 
 from config.schema import Config
 from memory.chain import Fingerprinter, MessageChain
+from memory.agent_ids import AgentIds, agent_session_of
+from memory.chain_index import NeedsStore
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.chain_index import NeedsStore
 from memory.session import How, Resolution, Session
 from memory.sessions import SessionRegistry
 from memory.shared import Relocate, SharedRegistry
@@ -138,7 +139,7 @@ class Measurer:
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
-        self.learnt = LearntWindows()
+        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (claude -c)
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""
@@ -196,8 +197,8 @@ class Measurer:
         window = window_module.window_for(model, self.config.window)
         if window.source == "default" and self.config.window.ask_server and self.config.route_for(model).kind != "anthropic":
             window = await self._server_window(model, headers) or window
-        if wants_context_1m(headers) and window.tokens < CONTEXT_1M:
-            window = Window(CONTEXT_1M, "anthropic_beta")
+        if wants_context_1m(headers) and window.tokens < CONTEXT_1M and window.source not in ("config", "request"):
+            window = Window(CONTEXT_1M, "anthropic_beta")  # a header loses to what the person configured (issue 21)
         return self._within_learnt(model, window)
 
     def _within_learnt(self, model: str, window: Window) -> Window:
@@ -237,12 +238,14 @@ class Measurer:
         msgs = messages if messages is not None else generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
+        named = session_header(headers) or self.agent_ids.resumed(agent_id, agent_session_of(headers), chain)  # claude -c
         if self.shared:
-            resolution, turn = self._resolve_shared(agent_id, chain, session_header(headers), stored)
+            resolution, turn = self._resolve_shared(agent_id, chain, named, stored)
         else:
             with self.sessions.lock:  # type: ignore[attr-defined]
-                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
+                resolution = self.sessions.resolve(agent_id, chain, named, stored=stored)
                 turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
+        self.agent_ids.seen(agent_id, agent_session_of(headers), resolution.session, chain)
         try:
             exact = context_tokens(body) if messages is None else 0  # model tokens already: not calibrated
             scale = self.calibration.ratio(model)
@@ -380,7 +383,7 @@ class Measurer:
                 with self.sessions.lock:  # type: ignore[attr-defined]
                     self.store.write_background([ratio])
                 return
-            except Exception:  # noqa: BLE001 - calibration is best effort: queued instead
+            except Exception:  # calibration is best effort: queued instead
                 log.warning("calibration_write_failed", model=ratio.model, exc_info=True)
         if self.writer is not None:
             self.writer.put(ratio)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.forms.facts import is_chinese
-from memory.session import How
 from memory.forms.render import compact as compact_form
+from memory.session import How
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
 from proxy.know.window import num_ctx_for
@@ -174,6 +175,10 @@ class LayoutPlanStep:
         return out
 
 
+CONTEXT_LINE = re.compile(r"^- context: .*$", re.MULTILINE)
+"""The metadata's usage line, rewritten once pruning and the archive have said what is forwarded."""
+
+
 class LayoutStep:
     """After the long-context steps: the stable part placed in the system part (rebuilt with the session's compact form
     and the yellow-light reminder when this request archived), the per-request block on the newest user or tool
@@ -205,6 +210,11 @@ class LayoutStep:
                 replace = self._full(messages, state.record)
             out, positions = with_system(out, positions, text, replace)
             added = (count(replace) - count(system_text(messages)) if replace is not None else count(text)) + GAP_TOKENS
+        report = ctx.pruning.report if ctx.pruning is not None else {}
+        if state.trailing.get("metadata") and isinstance(report.get("usage_after"), float):  # what is forwarded, not what was sent
+            state.trailing["metadata"] = CONTEXT_LINE.sub(
+                f"- context: {report['usage_after']:.0%} of {m.window.tokens:,} tokens used (tier {report.get('tier_after', m.tier.value)})",
+                state.trailing["metadata"])
         blk = trailing_block(state.trailing)
         at = newest_input(out)
         if blk and at is not None:
@@ -247,7 +257,7 @@ class LayoutStep:
         record = state.record
         if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
             # kept when it holds something (or memory did): a session without one had an empty stable part and memory
-            outcome.decisions[LAYOUT] = [{**record, "target": LAYOUT, "strategy": LAYOUT}]  # type: ignore[index]
+            outcome.decisions[LAYOUT] = [{**record, "target": LAYOUT, "strategy": LAYOUT}]
         if added != state.planned:
             outcome.raw_tokens_after += added - state.planned
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)

@@ -58,7 +58,7 @@ def step_of(body: dict[str, Any]) -> int:
 
 RECALL_TOOL = "mcp__ruyi__recall"
 RECALLED = "RECALLED-OK"
-REF = re.compile(r"\bref (r[0-9a-f]{12})\b")
+REF = re.compile(r"\b(?:ref|with id) (r[0-9a-f]{12})\b")  # "call mcp__ruyi__recall with id r…" when the tool is offered
 
 
 def recall_script(body: dict[str, Any], tools: set[Any]) -> list[dict[str, Any]]:

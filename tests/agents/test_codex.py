@@ -23,7 +23,10 @@ from tests.conftest import base_url, config_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CODEX = ROOT / ".agents" / "node_modules" / ".bin" / "codex"
-pytestmark = pytest.mark.skipif(not CODEX.exists(), reason="Codex is not installed: `make agents` installs the pinned CLIs into .agents/")
+pytestmark = [
+    pytest.mark.skipif(not CODEX.exists(), reason="Codex is not installed: `make agents` installs the pinned CLIs into .agents/"),
+    pytest.mark.timeout(300),  # a real agent CLI, its own 240 s wait inside
+]
 REQUEST = "Print the numbers with seq as told, then say you are done."
 CONFIG = """model = "gpt-5-codex"
 model_provider = "ruyi"
@@ -46,7 +49,7 @@ async def run_codex(proxy_url: str, workdir: Path, home: Path) -> tuple[int, str
         cwd=workdir, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise

@@ -161,7 +161,16 @@ async def test_context_1m_beta_raises_the_window(make_proxy: MakeProxy) -> None:
     sync, _ = clients(proxy)
     raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
                                                  extra_headers={"anthropic-beta": "fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07"})
-    assert raw.headers["X-Ruyi-Window"] == "1000000"
+    assert raw.headers["X-Ruyi-Window"] == "1000000" and raw.headers["X-Ruyi-Window-Source"] == "anthropic_beta"
+
+
+async def test_a_configured_window_wins_over_the_context_1m_header(make_proxy: MakeProxy) -> None:
+    """Issue 21: Claude Code sends the beta for its default model; window.models says what the person wants."""
+    proxy = await make_proxy("anthropic", window={"models": {"claude-*": 100000}})
+    sync, _ = clients(proxy)
+    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
+                                                 extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+    assert raw.headers["X-Ruyi-Window"] == "100000" and raw.headers["X-Ruyi-Window-Source"] == "config"
 
 
 async def test_context_management_is_forwarded_untouched_and_its_clearing_is_counted(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
@@ -185,9 +194,9 @@ async def test_context_management_is_forwarded_untouched_and_its_clearing_is_cou
 
 async def test_a_request_no_step_changes_is_forwarded_byte_for_byte(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("anthropic")
-    raw = ('{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
-           '{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
-           ' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }').encode()
+    raw = (b'{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
+           b'{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
+           b' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }')
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/messages", data=raw, headers={"Content-Type": "application/json"}) as resp:
             assert resp.status == 200

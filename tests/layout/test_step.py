@@ -3,14 +3,10 @@ the stable part byte for byte on every request of a session, the per-request blo
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import aiohttp
-import anthropic
-import ollama
-import openai
 
 from tests.api.test_anchors_api import FIELDS, call
 from tests.conftest import MakeProxy, base_url
@@ -114,3 +110,20 @@ async def test_each_sections_tokens_are_reported_per_request(make_proxy: MakePro
         assert body["summary"]["layout"] == layout["sections"]
         status, text = await call(http, "GET", base_url(proxy) + f"/ruyi/v1/sessions/{session}/report?format=markdown", agent="a")
         assert "### Added by the layout (append; stable part built)" in text and "| notebook | ~" in text
+
+
+async def test_metadata_reports_the_usage_of_what_is_forwarded(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """Issue 21: "494 % (tier archive)" was the client's prompt; the model is told the usage of what it gets."""
+    import re
+
+    proxy = await make_proxy(layout={"metadata": True}, window={"models": {"gpt-4o*": 8000}})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Read every module."}]
+    for n in range(10):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat m{n}.py"})}}
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"c{n}", "content": "\n".join(f"def f{n}_{i}(): return {i}" for i in range(200))}]
+        resp = await chat(proxy, messages)
+        assert resp.status == 200
+    told = re.search(r"- context: (\d+)% of ([\d,]+) tokens used \(tier (\w+)\)", json.dumps(fake.last().json["messages"]))
+    assert told is not None
+    assert int(told.group(1)) <= 100 and told.group(3) != "archive", told.group(0)
