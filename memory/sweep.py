@@ -11,12 +11,14 @@ from memory.serialized import SerializedRegistry
 
 log = structlog.get_logger(__name__)
 
-CHUNK = 200
-"""Sessions removed per transaction (other writers get the database between transactions)."""
+CHUNK = 20
+"""Sessions removed per transaction, under the registry's lock (requests get the lock and the database between two:
+a step is tens of milliseconds now that a session's recall rows are deleted by their rowid range)."""
 PAGES = 256
 """Pages given back to the file system per step (one short transaction each)."""
-PAUSE_S = 0.005
-"""``ruyi store vacuum`` rests this long between steps, so a running Ruyi's writes get their turn."""
+PAUSE_S = 0.12
+"""Both sweeps rest this long between steps, so requests (and a running Ruyi's writes) get their turn: longer than
+SQLite's busy handler sleeps between two tries (up to 100 ms), or a writer waiting for the database never gets it."""
 
 
 def _compact_step(registry: SerializedRegistry) -> int:
@@ -47,9 +49,11 @@ async def sweep_forever(registry: SerializedRegistry, interval_s: float) -> None
             removed = 0
             while (n := await asyncio.to_thread(registry.expire, CHUNK)) == CHUNK:
                 removed += n
+                await asyncio.sleep(PAUSE_S)
             removed += n
             before, left = None, await asyncio.to_thread(_compact_step, registry) if removed and registry.store is not None else 0
             while left and (before is None or left < before):
+                await asyncio.sleep(PAUSE_S)
                 before, left = left, await asyncio.to_thread(_compact_step, registry)
             log.info("store_swept", removed=removed)
         except Exception:  # a failed sweep is retried at the next interval

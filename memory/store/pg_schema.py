@@ -8,6 +8,7 @@ import psycopg
 import structlog
 
 from memory.store.base import StoreError
+from memory.store.sqlite_recall import BLOCKS as SQLITE_RECALL_BLOCKS
 from memory.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
 
 log = structlog.get_logger(__name__)
@@ -149,8 +150,12 @@ def translated(sqlite_ddl: str) -> str:
     return re.sub(r"\b[a-z_]+\b", lambda m: f'"{m.group(0)}"' if m.group(0) in _RESERVED else m.group(0), ddl)
 
 
-WRITTEN: dict[str, str] = {}
-"""SQLite's text of a later migration → PostgreSQL's own, where a translation would not do (none so far)."""
+WRITTEN: dict[str, str] = {
+    # SQLite's recall index numbered by agent and session (7): PostgreSQL's recall_fts is keyed by (agent_id, session_id,
+    # kind, ref) already, so a session's rows are found by its primary key's index: nothing to change
+    SQLITE_RECALL_BLOCKS: "SELECT 1",
+}
+"""SQLite's text of a later migration → PostgreSQL's own, where a translation would not do."""
 ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])
 """Every migration, in SQLite's order: the first three written here, then SQLite's, translated (or written)."""
 LATEST = len(ALL_MIGRATIONS)

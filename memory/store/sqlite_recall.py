@@ -23,6 +23,11 @@ your now next run step file line lines output returncode true false none null se
 cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mkdir touch bash sh npm pip
 """.split())
 TERMS_MAX = 24
+EXPIRE_ROWS = 200
+"""Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
+EXPIRE_PAUSE_S = 0.12
+"""The rest between two steps: longer than SQLite's busy handler sleeps between two tries (up to 100 ms), so a request's
+write waiting for the database gets it."""
 
 
 def bigrams(run: str) -> list[str]:
@@ -84,8 +89,102 @@ CREATE VIRTUAL TABLE recall_fts USING fts5(
 )
 """
 """The tables (migration 2 of the store; run as is for a store kept in memory). No ';' inside a statement."""
+SLOT_BITS = 21
+"""A session's rows live in a block of 2**21 rowids (a fuller session gets another); an agent's sessions in a block of
+2**21 session blocks (an agent with more gets another): the rowid is agent block << 42 | session slot << 21 | row."""
+SLOT = 1 << SLOT_BITS
+AGENT = 1 << (2 * SLOT_BITS)
+BLOCKS = """
+CREATE TABLE recall_agents (
+    agent_id TEXT NOT NULL, block INTEGER NOT NULL, sessions INTEGER NOT NULL, PRIMARY KEY (agent_id, block)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX recall_agents_by_block ON recall_agents (block);
+CREATE TABLE recall_sessions (
+    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, base INTEGER NOT NULL, next INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, session_id, base)
+) WITHOUT ROWID;
+CREATE TABLE recall_seq (n INTEGER NOT NULL);
+CREATE TEMP TABLE recall_moved (
+    old INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, row INTEGER NOT NULL, block INTEGER NOT NULL,
+    slot INTEGER NOT NULL, base INTEGER NOT NULL
+);
+INSERT INTO recall_moved
+    WITH numbered AS (
+        SELECT rowid AS old, agent_id, session_id, row_number() OVER (PARTITION BY agent_id, session_id ORDER BY rowid) - 1 AS n
+        FROM recall_fts
+    ), placed AS (
+        SELECT old, agent_id, session_id, n % 2097152 AS row,
+               dense_rank() OVER (ORDER BY agent_id) AS block,
+               dense_rank() OVER (PARTITION BY agent_id ORDER BY session_id, n / 2097152) - 1 AS slot
+        FROM numbered
+    )
+    SELECT old, agent_id, session_id, row, block, slot, (block << 42) | (slot << 21) AS base FROM placed;
+CREATE VIRTUAL TABLE recall_fts_blocks USING fts5(
+    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, seq UNINDEXED,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO recall_fts_blocks (rowid, text, agent_id, session_id, kind, ref, seq)
+    SELECT m.base | m.row, f.text, f.agent_id, f.session_id, f.kind, f.ref, f.rowid
+    FROM recall_fts f JOIN recall_moved m ON m.old = f.rowid ORDER BY f.rowid;
+INSERT INTO recall_agents SELECT agent_id, block, max(slot) + 1 FROM recall_moved GROUP BY agent_id, block;
+INSERT INTO recall_sessions SELECT agent_id, session_id, base, max(row) + 1 FROM recall_moved GROUP BY agent_id, session_id, base;
+INSERT INTO recall_seq SELECT coalesce(max(rowid), 0) FROM recall_fts;
+DROP TABLE recall_moved;
+DROP TABLE recall_fts;
+ALTER TABLE recall_fts_blocks RENAME TO recall_fts
+"""
+"""Migration 7: the index's rows are numbered by agent and session (``SLOT_BITS``), existing rows carried over, so a
+search is a MATCH within its session's (its agent's) rowid range: FTS5 seeks its term lists to that range, and reads
+and ranks only those rows, while the ranking (bm25 over the whole index) stays what it was. ``seq`` keeps the order rows
+were written in (ties are broken by it, as they were by the rowid). Limit: an existing store with over 2**21 sessions
+for one agent would not migrate (none comes near)."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
 """Per-session tables, removed with their session."""
+
+
+_INDEX = "INSERT INTO recall_fts (rowid, text, agent_id, session_id, kind, ref, seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def session_ranges(c: sqlite3.Connection, agent_id: str, session_id: str) -> list[tuple[int, int]]:
+    """The rowid ranges of a session's index rows (one but for a session of over 2**21 rows)."""
+    rows = c.execute("SELECT base FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base", (agent_id, session_id))
+    return [(base, base + SLOT - 1) for (base,) in rows]
+
+
+def agent_ranges(c: sqlite3.Connection, agent_id: str) -> list[tuple[int, int]]:
+    """The rowid ranges of an agent's index rows (one but for an agent of over 2**21 sessions)."""
+    rows = c.execute("SELECT block FROM recall_agents WHERE agent_id = ? ORDER BY block", (agent_id,))
+    return [(block * AGENT, (block + 1) * AGENT - 1) for (block,) in rows]
+
+
+def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> int:
+    """Remove sessions' index rows, by their rowid ranges (in the caller's transaction); returns how many rows."""
+    removed = 0
+    for agent_id, session_id in keys:
+        for first, last in session_ranges(c, agent_id, session_id):
+            removed += c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ?", (first, last)).rowcount
+    c.executemany("DELETE FROM recall_sessions WHERE agent_id = ? AND session_id = ?", keys)
+    return removed
+
+
+def _next_rowid(c: sqlite3.Connection, agent_id: str, session_id: str) -> tuple[int, int]:
+    """The rowid of a session's next index row and its ``seq`` (in the caller's transaction)."""
+    ((seq,),) = c.execute("UPDATE recall_seq SET n = n + 1 RETURNING n").fetchall()
+    row = c.execute("SELECT base, next FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base DESC LIMIT 1",
+                    (agent_id, session_id)).fetchone()
+    if row is not None and row[1] < SLOT:
+        c.execute("UPDATE recall_sessions SET next = next + 1 WHERE agent_id = ? AND session_id = ? AND base = ?", (agent_id, session_id, row[0]))
+        return row[0] + row[1], seq
+    agent = c.execute("SELECT block, sessions FROM recall_agents WHERE agent_id = ? ORDER BY block DESC LIMIT 1", (agent_id,)).fetchone()
+    if agent is not None and agent[1] < SLOT:
+        c.execute("UPDATE recall_agents SET sessions = sessions + 1 WHERE agent_id = ? AND block = ?", (agent_id, agent[0]))
+        base = agent[0] * AGENT + agent[1] * SLOT
+    else:
+        (block,) = c.execute("SELECT coalesce(max(block), 0) + 1 FROM recall_agents").fetchone()
+        c.execute("INSERT INTO recall_agents VALUES (?, ?, 1)", (agent_id, block))
+        base = block * AGENT
+    c.execute("INSERT INTO recall_sessions VALUES (?, ?, ?, 1)", (agent_id, session_id, base))
+    return base, seq
 
 
 class Recall:
@@ -96,7 +195,7 @@ class Recall:
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         if path is None:
-            for statement in SCHEMA.split(";"):
+            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";")):
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
@@ -122,13 +221,15 @@ class Recall:
             cur = c.execute("INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)))
             if cur.rowcount and item.text.strip():
-                c.execute("INSERT INTO recall_fts VALUES (?, ?, ?, 'turn', ?)", (index_text(item.text), *key, f"{item.turn}:{item.hash}"))
+                rowid, seq = _next_rowid(c, *key)
+                c.execute(_INDEX, (rowid, index_text(item.text), *key, "turn", f"{item.turn}:{item.hash}", seq))
         elif isinstance(item, ChunkRow):
             cur = c.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (*key, item.chunk_id, item.first, item.last, now, item.source, json.dumps(item.tags), json.dumps(item.anchors),
                              item.line, item.summary))
             if cur.rowcount:
-                c.execute("INSERT INTO recall_fts VALUES (?, ?, ?, 'chunk', ?)", (index_text(item.summary), *key, item.chunk_id))
+                rowid, seq = _next_rowid(c, *key)
+                c.execute(_INDEX, (rowid, index_text(item.summary), *key, "chunk", item.chunk_id, seq))
         else:
             c.execute("INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
                       (*key, item.archive_id, item.number, now, json.dumps(item.body, ensure_ascii=False)))
@@ -141,15 +242,24 @@ class Recall:
             return []
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
-        sql = ("SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?" +
+        sql = ("SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?" +
+               ("" if everyone else " AND rowid BETWEEN ? AND ?") +
                ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})") +
                (" AND session_id = ?" if session_id is not None else "") +
-               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?")
-        scope = [] if everyone else scope
-        args = [match_query(words), *scope, *([session_id] if session_id is not None else []), *kinds, limit * 4]
+               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?")
+        rest = [*([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
+        query = match_query(words)
         with self._lock:
-            rows = self._conn.execute(sql, args).fetchall()
-            hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed in rows]
+            c = self._conn
+            if everyone:
+                rows = c.execute(sql, [query, *rest]).fetchall()
+            else:  # within the session's (the agents') rowid ranges: FTS5 reads only those rows; bm25 is the whole index's
+                ranges = [r for a in scope for r in (session_ranges(c, a, session_id) if session_id is not None else agent_ranges(c, a))]
+                rows = [row for first, last in ranges for row in c.execute(sql, [query, first, last, *rest]).fetchall()]
+                if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
+                    rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
+            hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session))
+                    for kind, ref, agent, session, indexed, _, _ in rows]
         hits.sort(key=lambda h: -h.matched)
         return hits[:limit]
 
@@ -189,17 +299,38 @@ class Recall:
                                       "ORDER BY turn, rowid", (agent_id, session_id, first, last if last is not None else 1 << 62)).fetchall()
         return [{"turn": t, "message": json.loads(b)} for t, b in rows]
 
-    def expire_turns(self, before: float) -> int:
-        """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many."""
-        with self._lock:
-            gone = self._conn.execute("SELECT agent_id, session_id, turn, hash FROM turns WHERE created_at < ?", (before,)).fetchall()
-            if gone:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.executemany("DELETE FROM recall_fts WHERE agent_id = ? AND session_id = ? AND kind = 'turn' AND ref = ?",
-                                       [(a, s, f"{t}:{h}") for a, s, t, h in gone])
-                self._conn.execute("DELETE FROM turns WHERE created_at < ?", (before,))
-                self._conn.execute("COMMIT")
-        return len(gone)
+    def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
+        """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many. In steps of ``rows`` turns,
+        each its own short transaction, with a rest between two (searches and writes go on meanwhile): call it off the
+        event loop."""
+        removed = 0
+        while True:
+            with self._lock:
+                gone = self._conn.execute("SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? "
+                                          "ORDER BY created_at LIMIT ?", (before, rows)).fetchall()
+                if gone:
+                    self._expire_step(gone)
+            removed += len(gone)
+            if len(gone) < rows:
+                return removed
+            time.sleep(EXPIRE_PAUSE_S)  # searches and writes (of this process and others) take their turn
+
+    def _expire_step(self, gone: list[tuple[int, str, str, int, str]]) -> None:
+        by_session: dict[tuple[str, str], set[str]] = {}
+        for _, agent, session, turn, digest in gone:
+            by_session.setdefault((agent, session), set()).add(f"{turn}:{digest}")
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for (agent, session), refs in by_session.items():  # the session's index rows, by its rowid range
+                for first, last in session_ranges(c, agent, session):
+                    indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind = 'turn'", (first, last))
+                    c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed.fetchall() if ref in refs])
+            c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
 
     def checkpoint(self) -> None:
         """Nothing to do: the store's own connection folds the write-ahead log."""

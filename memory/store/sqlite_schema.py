@@ -8,6 +8,7 @@ from pathlib import Path
 import structlog
 
 from memory.store.base import StoreError
+from memory.store.sqlite_recall import BLOCKS as RECALL_BLOCKS
 from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
 
 log = structlog.get_logger(__name__)
@@ -124,6 +125,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     """,
+    # 7: the full-text index's rows numbered by agent and session (a rowid range each), existing rows carried over: a
+    # search reads its session's (its agent's) rows only (memory/store/sqlite_recall.py)
+    RECALL_BLOCKS,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

@@ -28,6 +28,7 @@ from memory.store.base import (
 from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
+from memory.store.sqlite_recall import delete_sessions
 from memory.store.sqlite_report import SQLiteReport
 from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
@@ -44,6 +45,13 @@ _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
 CHECKPOINT_BYTES = 4 << 20
 """Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
+TRUNCATE_EVERY_S = 60.0
+"""At most this often (and whenever the log passed ``TRUNCATE_BYTES``) a checkpoint also empties the log file, so its size
+stays bounded (a passive one reuses the file from its start but never shrinks it)."""
+TRUNCATE_BYTES = 64 << 20
+TRUNCATE_RETRY_S = 5.0
+TRUNCATE_WAIT_MS = 100
+"""How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
                 "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
@@ -100,6 +108,9 @@ class SQLiteStore(SQLiteReport):
             raise
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpoint_lock = threading.Lock()
+        self._truncated_at = float("-inf")
+        self.truncated = 0
+        """Checkpoints that emptied the log file since start-up."""
         self._owned = _owned_tables(self._conn)
         self._locks = FileSessionLocks(path.with_name(path.name + "-locks"))
 
@@ -236,17 +247,22 @@ class SQLiteStore(SQLiteReport):
                 "(SELECT link FROM chain WHERE agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)", gone)
             c.executemany("DELETE FROM chain WHERE agent_id = ? AND session_id = ?", gone)
             for table in _PER_SESSION:
-                c.executemany(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", gone)
+                if table == "recall_fts":  # by the sessions' rowid ranges (a scan of the whole index otherwise)
+                    delete_sessions(c, gone)
+                else:
+                    c.executemany(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", gone)
 
     def forget(self, agent_id: str, session_id: str | None = None) -> dict[str, int]:
         removed: dict[str, int] = {}
         self._conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten with zeros, not left in free space
         try:
             with self._transaction() as c:
-                for table, per_session in self._owned:
+                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_fts"):  # its ranges first
                     if session_id is None:  # the agent and its sub-agents (agent/…)
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?",
                                                    (agent_id, len(agent_id) + 1, agent_id + "/")).rowcount
+                    elif table == "recall_fts":
+                        removed[table] = delete_sessions(c, [(agent_id, session_id)])
                     elif per_session:
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).rowcount
         finally:
@@ -257,7 +273,8 @@ class SQLiteStore(SQLiteReport):
 
     def compact(self, pages: int | None = None) -> int:
         """Give up to ``pages`` free pages back to the file system (all by default); returns those left."""
-        self._conn.execute("PRAGMA incremental_vacuum" + (f"({int(pages)})" if pages else "")).fetchall()
+        # executescript steps the pragma to its end: execute() stops after one step (one page) as it returns no column
+        self._conn.executescript("PRAGMA incremental_vacuum" + (f"({int(pages)})" if pages else ""))
         return int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
 
     def checkpoint(self) -> None:
@@ -266,7 +283,19 @@ class SQLiteStore(SQLiteReport):
         with self._checkpoint_lock:
             if self._checkpoint_conn is None:
                 self._checkpoint_conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            conn, now = self._checkpoint_conn, time.monotonic()
+            since = now - self._truncated_at  # a big log is tried sooner, but never more than every few seconds
+            if since >= TRUNCATE_EVERY_S or (since >= TRUNCATE_RETRY_S and self._wal_bytes() >= TRUNCATE_BYTES):
+                self._truncated_at = now
+                conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")  # a reader or writer in the way: give up soon
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                if not busy:
+                    self.truncated += 1
+                    return
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _wal_bytes(self) -> int:
         try:

@@ -101,10 +101,11 @@ async def forget_session(request: web.Request) -> web.Response:
     measurer = request.app[appkeys.MEASURER]
     await measurer.drain()  # queued reports and audit records first, so none lands after the removal
     longctx = request.app.get(appkeys.LONGCTX)
-    if longctx is not None:  # and raw turns, chunks and archives
+    if longctx is not None:  # and raw turns, chunks and archives (the store removes their rows with the session's)
         await longctx.drain_writes()
-        longctx.forget(agent, session_id)
-    removed = measurer.sessions.forget(agent, session_id)
+        await measurer.offload.run(longctx.forget, agent, session_id)
+    # in a worker thread: the store's delete (and its checkpoint) never holds the event loop
+    removed = await measurer.offload.run(measurer.sessions.forget, agent, session_id)
     if not any(removed.values()):
         raise ProxyError(404, "session_not_found", "no such session for this agent")
     return web.json_response({"agent_id": agent, "session_id": session_id, "removed": removed})

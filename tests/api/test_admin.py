@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from typing import Any
 
 import aiohttp
 
+from proxy import appkeys
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 from tests.rewrite.test_decisions import WINDOW, rereads, send
@@ -63,3 +66,35 @@ async def test_forgetting_a_session_removes_it_and_says_what(make_proxy: MakePro
     assert any(removed.values())
     status, _ = await get(proxy, f"/ruyi/v1/sessions/{session}")
     assert status == 404
+
+
+async def test_forgetting_a_session_waits_in_a_worker_thread_while_the_loop_answers_others(make_proxy: MakeProxy) -> None:
+    """The store's delete runs off the event loop: while it waits for the registry (held here by another thread, as a
+    long sweep would), the proxy still answers; once free, the delete completes."""
+    proxy = await make_proxy(window=WINDOW, pruning={"economic": False})
+    session = (await send(proxy, rereads(5))).headers["X-Ruyi-Session"]
+    registry = proxy.app[appkeys.MEASURER].sessions
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with registry.lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(5)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+            deleting = asyncio.ensure_future(http.delete(base_url(proxy) + f"/ruyi/v1/sessions/{session}", headers=AGENT))
+            await asyncio.sleep(0.2)
+            assert not deleting.done()  # waiting for the registry, in a worker thread
+            async with http.get(base_url(proxy) + "/healthz") as resp:
+                assert resp.status == 200  # the loop is free meanwhile
+            release.set()
+            resp = await asyncio.wait_for(deleting, 10)
+            assert resp.status == 200 and any((await resp.json())["removed"].values())
+            resp.release()
+    finally:
+        release.set()
+        holder.join(10)
