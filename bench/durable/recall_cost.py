@@ -33,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from memory.store import sqlite_schema  # noqa: E402
-from memory.store.sqlite_recall import Recall, index_text, match_query, matched, terms  # noqa: E402
-from memory.store.sqlite_store import SQLiteStore  # noqa: E402
+from memory.store import sqlite_schema
+from memory.store.sqlite_recall import Recall, index_text, match_query, matched, terms
+from memory.store.sqlite_store import SQLiteStore
 
 ROWS_PER_SESSION = 40
 AGENTS = 20
@@ -194,7 +194,7 @@ def expired_store(path: Path, sessions: int, rows_per_session: int, texts: Texts
     conn.close()
 
 
-async def load(url: str, rate: float, seconds: float) -> dict[str, float]:
+async def load(url: str, rate: float, seconds: float) -> dict[str, Any]:
     import aiohttp
 
     latencies: list[float] = []
@@ -209,7 +209,7 @@ async def load(url: str, rate: float, seconds: float) -> dict[str, float]:
                 if resp.status != 200:
                     failed[str(resp.status)] = failed.get(str(resp.status), 0) + 1
                     return
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             failed[type(exc).__name__] = failed.get(type(exc).__name__, 0) + 1
             return
         latencies.append((time.perf_counter() - t0) * 1000)

@@ -77,7 +77,7 @@ async def test_forgetting_a_session_waits_in_a_worker_thread_while_the_loop_answ
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with registry.lock:
+        with registry.lock:  # type: ignore[attr-defined]
             held.set()
             release.wait(10)
 
