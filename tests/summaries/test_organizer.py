@@ -39,7 +39,7 @@ def fixed_run(cmd: str = "pytest -q tests/test_app.py", error: str = TRACEBACK, 
 
 def test_a_failure_fixed_by_a_change_becomes_a_draft_card() -> None:
     [card] = draft_cards(fixed_run())
-    assert card.title == "pytest: ImportError: cannot import name 'parse_config' from 'app' (app.py)"
+    assert card.title == "ImportError: cannot import name 'parse_config' from 'ap… (pytest): fixed in app.py"
     assert card.tags == ("pytest", "ImportError", "app")
     assert "`pytest -q tests/test_app.py` failed:" in card.body and "    ImportError: cannot import name" in card.body
     assert "Changed /repo/app.py." in card.body and "The test imports parse_config, which app.py never defined." in card.body
