@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conversation.messages import Call
+from strategies.conversation import _FENCE
 
 TERM = re.compile(r"(?<![\\\w])[A-Za-z_][A-Za-z0-9_./:-]*[A-Za-z0-9_]")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
@@ -75,10 +76,12 @@ def terms(text: str) -> set[str]:
     """Distinctive terms: identifiers with ``_``, paths, dotted names, words with digits or inner capitals."""
     found = set()
     for match in TERM.finditer(text):
-        term = match.group(0).rstrip(".:-/")
-        if len(term) >= 4 and ("_" in term or "/" in term or _INNER_CAPITAL.search(term) or _DOTTED.search(term)
-                               or any(c.isdigit() for c in term)):
-            found.add(term)
+        whole = match.group(0)
+        for term in {whole, *whole.split(":")} if ":" in whole else (whole,):  # a test id's parts: file, name
+            term = term.rstrip(".:-/")
+            if len(term) >= 4 and ("_" in term or "/" in term or _INNER_CAPITAL.search(term) or _DOTTED.search(term)
+                                   or any(c.isdigit() for c in term)):
+                found.add(term)
     return found
 
 
@@ -105,15 +108,21 @@ def _arguments(call: Call) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def change_of(call: Call, path: str, position: int) -> Change:
+def _fenced(text: str | None) -> str:
+    """The command a text-only agent wrote in a fenced block (its call's arguments are empty)."""
+    match = _FENCE.search(text or "")
+    return match.group(1).strip() if match else ""
+
+
+def change_of(call: Call, path: str, position: int, fenced: str = "") -> Change:
     """Where and what of one call's change to ``path``: the new text it wrote (a tool's argument, a heredoc) or the command."""
     args = _arguments(call)
     new = next((args[k] for k in _NEW_TEXT if isinstance(args.get(k), str) and args[k].strip()), None)
-    command = call.arguments if not args else next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
+    command = (call.arguments or fenced) if not args else next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
     if new is None and command:
         heredoc = _HEREDOC.search(command)
         new = heredoc.group(2) if heredoc else None
-    source = json.dumps(args) if args else call.arguments or ""
+    source = json.dumps(args) if args else command or ""
     numbers = []
     for m in _NUMBERS.finditer(source):
         found = [g for g in m.groups() if g]
@@ -131,7 +140,7 @@ def evidence_of(messages: Sequence[Mapping[str, Any]], texts: Sequence[str | Non
     n = len(messages)
     own: list[set[str]] = [set() for _ in range(n)]
     for call in calls:
-        own[call.position] |= terms(call.arguments or "")
+        own[call.index] |= terms(call.arguments or _fenced(texts[call.index]))
     for i in range(n):
         if roles[i] == "assistant" and texts[i]:
             own[i] |= terms(texts[i] or "")
@@ -142,7 +151,7 @@ def evidence_of(messages: Sequence[Mapping[str, Any]], texts: Sequence[str | Non
     for call in calls:
         for path in call.action.writes:
             if path != "*":
-                changes.append(change_of(call, path, first + call.position))
+                changes.append(change_of(call, path, first + call.index, _fenced(texts[call.index])))
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     for call in calls:
