@@ -1,6 +1,7 @@
-"""What an archived stretch holds that the agent works with: each file's changes (what and where), the output lines
-holding identifiers the agent itself named afterwards (within the stretch, never later), the results it stated, and
-the person's constraints and decisions. Deterministic: the same messages give the same evidence."""
+"""What an archived stretch holds that the agent works with, deterministically.
+
+Each file's changes (what and where), the output lines holding identifiers the agent itself named afterwards (within
+the stretch, never later), the results it stated, and a person's constraints and decisions."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ class LongCtx:
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
             return Summary(s1[2] + ("" if later.empty else "\n\n" + redact(since(later, chinese))), tuple(chunks), tuple(new), chinese, "llm")
         evidence = self.extractor.evidence(client[first: last + 1], first)  # what the agent worked with, up to last
-        text = redact(compact(digest, task, size, count, evidence))
+        text = redact(compact(digest, task, size, None, evidence))  # about 4 characters a token: the same on any replica
         return Summary(text, tuple(chunks), tuple(new), chinese, "extractive" if self.summarizer is None else "extractive_fallback")
 
     def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int,
