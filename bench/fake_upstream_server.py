@@ -8,9 +8,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiohttp import web  # noqa: E402
+from aiohttp import web
 
-from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
+from tests.fake_upstream import FakeUpstream, make_fake_app
 
 switches = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 fake = FakeUpstream(**switches)

@@ -14,19 +14,13 @@ from memory.identity import agent_of_key
 from memory.session import SessionOptions
 from memory.store.options import StoreOptions
 from proxy.keep.options import NotebookOptions
-from proxy.know.options import CalibrationOptions
-from proxy.know.options import TierOptions
-from proxy.know.options import TokenOptions
-from proxy.know.options import OllamaOptions, WindowOptions
+from proxy.know.options import CalibrationOptions, OllamaOptions, TierOptions, TokenOptions, WindowOptions
 from proxy.layout.options import LayoutOptions
-from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.options import RetrievalOptions
-from proxy.longctx.options import S0Options
-from proxy.observe.options import AuditOptions
-from proxy.observe.options import MetricsOptions
+from proxy.longctx.options import ArchiveOptions, RetrievalOptions, S0Options
+from proxy.observe.options import AuditOptions, MetricsOptions
 from proxy.rewrite.options import PruningOptions
-from summaries.options import SummarizerOptions
 from redaction.secrets import resolve_secret
+from summaries.options import SummarizerOptions
 
 UpstreamKind = Literal["openai", "ollama", "anthropic"]
 

@@ -26,7 +26,7 @@ def build(cls: type[T], data: Any, *, source: str, path: str = "") -> T:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(source, path or "(top level)", f"expected a mapping, got {_kind(data)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:

@@ -200,7 +200,7 @@ class SessionRegistry:
             return True
         try:
             self.store.write(self._unsaved.changes())
-        except Exception:  # noqa: BLE001 - fail open: the caller forwards the client's own bytes
+        except Exception:  # fail open: the caller forwards the client's own bytes
             self.write_failures += 1
             log.warning("store_write_failed", location=self.store.location, failures=self.write_failures, exc_info=True)
             dropped = self._unsaved.bound(self.unsaved_max, lambda key: key in self._lru)

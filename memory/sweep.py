@@ -52,6 +52,6 @@ async def sweep_forever(registry: SerializedRegistry, interval_s: float) -> None
             while left and (before is None or left < before):
                 before, left = left, await asyncio.to_thread(_compact_step, registry)
             log.info("store_swept", removed=removed)
-        except Exception:  # noqa: BLE001 - a failed sweep is retried at the next interval
+        except Exception:  # a failed sweep is retried at the next interval
             log.warning("store_sweep_failed", exc_info=True)
         await asyncio.sleep(interval_s)

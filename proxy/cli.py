@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``report``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``report``, ``sessions``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--agent", metavar="A", required=True, help="the agent id (as /ruyi/v1/sessions shows it)")
     forget.add_argument("--session", metavar="S", help="only this session of the agent")
     forget.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
+    from proxy.api.command import add_parser as add_sessions_parser
     from proxy.keep.cards_command import add_parsers as add_cards_parsers
     from proxy.keep.command import add_parsers as add_memory_parsers
     from proxy.longctx.command import add_parsers
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_parsers(sub)
     add_cards_parsers(sub)
     add_report_parser(sub)
+    add_sessions_parser(sub)
     return parser
 
 
@@ -109,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             from proxy.observe.command import run as run_report
 
             return run_report(args)
+        if args.command == "sessions":
+            from proxy.api.command import run as run_sessions
+
+            return run_sessions(args)
         if args.command in ("session", "archive"):
             from proxy.longctx.command import run
 
@@ -142,9 +148,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
-    from memory.store.backend import open_store
     from memory.serialized import SerializedRegistry
     from memory.sessions import SessionRegistry
+    from memory.store.backend import open_store
     from memory.sweep import sweep
 
     config = load_config(args.config, os.environ)
@@ -161,8 +167,8 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from memory.store.backend import open_store
     from memory.sessions import SessionRegistry
+    from memory.store.backend import open_store
 
     config = load_config(args.config, os.environ)
     store = open_store(config.store)

@@ -81,7 +81,7 @@ def mode_from(request: web.Request) -> Mode:
     raw = request.headers.get("X-Ruyi-Mode", "on").strip().lower() or "on"
     if raw not in MODES:
         raise ProxyError(400, "invalid_ruyi_mode", f"X-Ruyi-Mode must be one of {', '.join(MODES)}; got {raw!r}")
-    return raw  # type: ignore[return-value]
+    return raw
 
 
 CTX_KEY = web.RequestKey("ruyi_ctx", RequestContext)

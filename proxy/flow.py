@@ -16,13 +16,13 @@ from proxy.dialects.ollama import OLLAMA_CHAT, OLLAMA_GENERATE
 from proxy.dialects.openai_chat import OPENAI_CHAT
 from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
-from proxy.http.body import read_json_body
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
+from proxy.http.request_body import read_json_body
 from proxy.http.translate import translated
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
-from proxy.rewrite.body import observe_off_loop, retry_in_turn, settle_retry_in_turn
-from proxy.rewrite.overflow import is_prompt_overflow
+from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
+from proxy.rewrite.retry import retry_after_refusal, settle_retry_in_turn
 from proxy.routes import check_kind, route_of, upstream_url
 
 log = structlog.get_logger(__name__)
@@ -100,11 +100,7 @@ async def forward(request: web.Request, dialect: Dialect, raw: bytes, body: dict
             await settle_retry_in_turn(request, ctx, accepted=resp.status < 400)  # a retry's harder batch is kept only if accepted
             if resp.status >= 400 and resp.status != 429:
                 error = await read_all(resp, ctx)
-                overflow = is_prompt_overflow(error)
-                if overflow and ctx.measurement is not None:  # a limit the server stated: remembered, and the retry within it
-                    ctx.measurement = app[appkeys.MEASURER].after_refusal(ctx.measurement, ctx.model or "", error,
-                                                                           ctx.sent_raw_tokens) or ctx.measurement
-                retry = await retry_in_turn(request, dialect, raw, body, ctx) if overflow else None
+                retry = await retry_after_refusal(request, dialect, raw, body, ctx, error)  # "prompt too long": one harder batch
                 if retry is not None:
                     log.info("overflow_retry", request_id=ctx.request_id, status=resp.status)
                     forwarded = retry

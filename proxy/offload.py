@@ -69,8 +69,8 @@ class SessionTurns:
         """A turn after every turn taken so far for ``key`` (call it where requests are ordered: at resolve)."""
         turn = Turn(self, key, None)
         with self._lock:
-            turn._before = self._last.get(key)  # noqa: SLF001 - set under the lock, read only by the turn itself
-            self._last[key] = turn._mine  # noqa: SLF001
+            turn._before = self._last.get(key)  # set under the lock, read only by the turn itself
+            self._last[key] = turn._mine
         return turn
 
     def left(self, key: Hashable, done: threading.Event) -> None:

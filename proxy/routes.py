@@ -64,13 +64,15 @@ DIALECTS = {"openai": "OpenAI chat (/v1/chat/completions)", "ollama": "Ollama (/
 SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",), "responses": ("openai",)}
 """Which upstream kinds speak a client dialect natively (Ollama serves OpenAI chat on its /v1 too)."""
 TRANSLATED = frozenset({("anthropic", "openai"), ("anthropic", "ollama"), ("openai", "anthropic"), ("ollama", "anthropic"),
-                        ("ollama", "openai")})
+                        ("ollama", "openai"), ("responses", "ollama")})
 """(client dialect, upstream kind) pairs litellm translates when the route says ``translate: true``."""
 
 
 def check_kind(route: Route, wire: str, model: str) -> bool:
     """Whether the request goes through litellm's translation (its route speaks another dialect and allows it);
     400 naming the route and both dialects when the route speaks another dialect and translation is not on."""
+    if wire == "responses" and route.translate and route.kind in ("openai", "ollama"):
+        return True  # a chat-only server (llama.cpp, vLLM, Ollama's /v1): proxy/http/responses_bridge.py
     if route.kind in SERVED_BY[wire]:
         return False
     if (wire, route.kind) in TRANSLATED and route.translate:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from conversation.actions.options import OptionError  # noqa: F401 - re-exported: the strategies' option checks raise it
+from conversation.actions.options import OptionError  # re-exported: the strategies' option checks raise it
 
 if TYPE_CHECKING:
     from conversation.actions.classify import ToolSpec

@@ -13,9 +13,9 @@ from redaction.redact import redact, redact_value
 from strategies.base import ARGS_PREFIX, CONTENT, Replacement
 
 if TYPE_CHECKING:
+    from conversation.messages import Call
     from strategies.base import StrategyContext
     from strategies.conversation import Conversation
-    from conversation.messages import Call
 
 KEEP_ARGUMENT_CHARS = 80
 WRAPPER_LINE = re.compile(r"^\s*(?:</?[\w-]+>|<returncode>-?\d+</returncode>|\((?:Open file|Current directory): .*\)|bash-\$)\s*$")

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from strategies.base import StrategyContext
     from conversation.actions.classify import ToolSpec
     from conversation.messages import Call
+    from strategies.base import StrategyContext
     from strategies.protection import Protection
 
 Frontier = tuple[int, int, str | None, str | None, tuple[tuple[str, tuple[str, ...]], ...]]

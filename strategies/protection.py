@@ -13,7 +13,6 @@ from conversation.messages import text_key
 from strategies.base import check_strings
 
 if TYPE_CHECKING:
-    from strategies.base import StrategyContext
     from strategies.conversation import Conversation
 
 ANCHOR = re.compile(r"\[(?:CK|DN|[DCIPMU])\d{3,4}\]")

@@ -82,9 +82,9 @@ class LLMSummarizer:
             try:
                 answer = await asyncio.wait_for(self._complete(target, messages, min(self.options.max_tokens, budget * 2),
                                                                self.options.timeout_seconds), self.options.timeout_seconds)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 return self._failed(key, "timeout")
-            except Exception:  # noqa: BLE001 - any failure of the model leaves the extractive summary in place
+            except Exception:  # any failure of the model leaves things as they were
                 log.warning("summarizer_failed", model=target.model, exc_info=True)
                 return self._failed(key, "error")
         if not acceptable(answer, budget, count):
@@ -103,9 +103,9 @@ class LLMSummarizer:
             try:
                 answer = await asyncio.wait_for(self._complete(target, messages, max_tokens, self.options.timeout_seconds),
                                                 self.options.timeout_seconds)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 return self._failed(key, "timeout")
-            except Exception:  # noqa: BLE001 - any failure of the model leaves things as they were
+            except Exception:  # any failure of the model leaves things as they were
                 log.warning("summarizer_failed", model=target.model, exc_info=True)
                 return self._failed(key, "error")
         self.outcomes["ok"] += 1
@@ -136,5 +136,5 @@ async def litellm_complete(target: Target, messages: list[dict[str, str]], max_t
 
     response = await litellm.acompletion(model=target.model, messages=messages, api_base=target.api_base, api_key=target.api_key,
                                          max_tokens=max_tokens, temperature=0, timeout=timeout, num_retries=0)
-    content = response.choices[0].message.content  # type: ignore[union-attr]
+    content = response.choices[0].message.content
     return content if isinstance(content, str) else None

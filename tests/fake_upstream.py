@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,8 @@ class FakeUpstream:
     anthropic_refused: list[list[str]] = field(default_factory=list)
     """What the Anthropic side refused in each Messages body it answered 400 (tests/anthropic_shape.py)."""
     received: list[Received] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set each time a request is recorded (``wait_for`` clears it and waits again)."""
     active_streams: int = 0
     finished_streams: int = 0
 
@@ -114,6 +117,17 @@ class FakeUpstream:
         """The last request a client's traffic sent (Ruyi's own summarizer calls, made in the background, left out)."""
         items = [r for r in self.received if (path is None or r.path == path) and not ruyis_own(r)]
         return items[-1]
+
+    async def wait_for(self, found: Callable[[Received], bool] = lambda r: True, within: float = 30.0) -> Received:
+        """The first request received for which ``found`` holds, waiting for it to arrive: ``TimeoutError`` after
+        ``within`` seconds rather than a hung test."""
+        async with asyncio.timeout(within):
+            while True:
+                self.arrived.clear()
+                match = next((r for r in self.received if found(r)), None)
+                if match is not None:
+                    return match
+                await self.arrived.wait()
 
     def pieces(self) -> list[str]:
         words = self.reply.split(" ")
@@ -177,6 +191,7 @@ async def _record(request: web.Request, handler: Any) -> web.StreamResponse:
     fake = request.app[FAKE_UPSTREAM]
     body = await request.read()
     fake.received.append(Received(request.method, request.path, request.rel_url.raw_query_string, dict(request.headers), body))
+    fake.arrived.set()
     if fake.fault == "delay":
         await asyncio.sleep(fake.delay)
     if fake.fault == "hold":
@@ -356,7 +371,7 @@ async def file_content(request: web.Request) -> web.StreamResponse:
     await resp.write(data[:half])
     try:
         await asyncio.wait_for(fake.release.wait(), fake.release_wait)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     fake.released_before_the_end = fake.release.is_set()
     await resp.write(data[half:])

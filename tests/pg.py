@@ -43,7 +43,7 @@ def create_schema(base: str, prefix: str = "ruyi_test") -> tuple[str, str]:
 
     schema = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[call-overload]
+        conn.execute(f'CREATE SCHEMA "{schema}"')
     return schema, in_schema(base, schema)
 
 
@@ -51,7 +51,7 @@ def drop_schema(base: str, schema: str) -> None:
     import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[call-overload]
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @contextmanager
@@ -74,4 +74,4 @@ def empty_tables(base: str, schema: str) -> None:
                                             (schema,)).fetchall()]
         with conn.transaction():
             for name in names:
-                conn.execute(f'DELETE FROM "{schema}"."{name}"')  # type: ignore[call-overload]
+                conn.execute(f'DELETE FROM "{schema}"."{name}"')

@@ -32,10 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from memory.store.base import ChainUpdate, Changes, SessionRecord, Store  # noqa: E402
-from memory.store.pg_store import _LOAD_SESSION, PgStore  # noqa: E402
-from memory.store.sqlite_store import SQLiteStore  # noqa: E402
-from tests import pg  # noqa: E402
+from memory.store.base import ChainUpdate, Changes, SessionRecord, Store
+from memory.store.pg_store import _LOAD_SESSION, PgStore
+from memory.store.sqlite_store import SQLiteStore
+from tests import pg
 
 OPS = ("find_tips", "write", "load_session")
 

@@ -12,7 +12,6 @@ reads its session back.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.durable.store import MODEL, Side, quantile  # noqa: E402
+from bench.traces import TRACES, load_traces, requests_of  # noqa: E402
 from config.load import load_config  # noqa: E402
 from memory.chain import Fingerprinter, chain_of  # noqa: E402
 from memory.sessions import SessionRegistry  # noqa: E402
@@ -30,18 +31,11 @@ from memory.store.base import Background, Store  # noqa: E402
 from memory.store.pg_store import PgStore  # noqa: E402
 from memory.store.sqlite_store import SQLiteStore  # noqa: E402
 from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
+from proxy.replay.run import Trace  # noqa: E402
 from tests import pg  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_store", ROOT / "bench" / "store.py")
-assert _spec is not None and _spec.loader is not None
-bench_store = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_store)
-Side, MODEL, TRACES, quantile = bench_store.Side, bench_store.MODEL, bench_store.TRACES, bench_store.quantile
 
-
-def run(config: Any, stores: dict[str, Callable[[], Store]], window: int, traces: list[Path]) -> dict[str, dict[str, list[float]]]:
-    from proxy.replay.run import load_trace, request_ends
-
+def run(config: Any, stores: dict[str, Callable[[], Store]], window: int, traces: list[Trace]) -> dict[str, dict[str, list[float]]]:
     names = ["memory", *stores]
     timings: dict[str, dict[str, list[float]]] = {n: {"no batch": [], "batch": [], "restart": [], "background": []} for n in names}
     counter = TokenCounter(config.tokens)
@@ -53,14 +47,13 @@ def run(config: Any, stores: dict[str, Callable[[], Store]], window: int, traces
         return Side(config, SessionRegistry(config.sessions, store=stores[name](), queue=queues[name].append), queues[name])
 
     sides = {n: side(n) for n in names}
-    for n, path in enumerate(traces):
-        trace, fingerprinter, agent = load_trace(path), Fingerprinter(), f"agent-{n}"
-        ends = request_ends(trace.messages)
-        for i, end in enumerate(ends):
-            messages = trace.messages[:end]
+    for n, trace in enumerate(traces):
+        fingerprinter, agent = Fingerprinter(), f"agent-{n}"
+        requests = list(requests_of(trace))
+        for i, messages in enumerate(requests):
             chain = fingerprinter.chain(messages)
             prompt = counter.count(MODEL, messages, None, chain)
-            restart = i == len(ends) // 2
+            restart = i == len(requests) // 2
             if restart:
                 for name in stores:
                     timings[name]["background"] += sides[name].background
@@ -71,7 +64,7 @@ def run(config: Any, stores: dict[str, Callable[[], Store]], window: int, traces
             order = names[i % len(names):] + names[: i % len(names)]
             results = {name: sides[name].request(agent, messages, chain, prompt, counter, window) for name in order}
             reference = results["memory"][1].messages
-            assert all(out.messages == reference for _, out in results.values()), f"{path.name} request {i}: a store changed a rewrite"
+            assert all(out.messages == reference for _, out in results.values()), f"{trace.name} request {i}: a store changed a rewrite"
             kind = "restart" if restart else ("batch" if results["memory"][1].decisions else "no batch")
             for name, (ms, _) in results.items():
                 timings[name][kind].append(ms)
@@ -111,7 +104,7 @@ def main() -> int:
         return 1
     warm_up()
     config = load_config(None, {})
-    traces = sorted(p for p in args.traces.glob("*.json") if p.name != "INDEX.json")
+    traces = load_traces(args.traces)
     schema, url = pg.create_schema(server, "ruyi_bench")
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -30,16 +30,11 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, free_port, spawn, stop  # noqa: E402
-from proxy.replay.run import public_traces  # noqa: E402
-from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
+from bench.processes import ROOT, free_port, spawn, stop
+from bench.traces import load_traces, requests_of
+from tests.fake_upstream import FakeUpstream, make_fake_app
 
 CONFIG = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}, "logging": {"level": "warning"}}
-
-
-def requests_of(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    cuts = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
-    return [messages[:i] for i in cuts] + [messages]
 
 
 async def start(upstream: str, data: Path, store: dict[str, Any], name: str) -> tuple[Any, str]:
@@ -85,17 +80,14 @@ def reset_pg(url: str, schema: str, drop_only: bool = False) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # type: ignore[call-overload]
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         if not drop_only:
-            conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[call-overload]
+            conn.execute(f"CREATE SCHEMA {schema}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    traces = public_traces()
-    if traces is None:
-        raise SystemExit("the public traces are not here (set RUYI_TRACE_DIR)")
-    trace = sorted(p for p in traces.glob("*.json") if p.name != "INDEX.json")[3]
-    requests = requests_of(json.loads(trace.read_text())["messages"])
+    trace = load_traces()[3]
+    requests = list(requests_of(trace))
     fake = FakeUpstream()
     runner = web.AppRunner(make_fake_app(fake))
     await runner.setup()

@@ -21,16 +21,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.durable.store import MODEL, TRACES, Side, quantile  # noqa: E402
-from config.load import load_config  # noqa: E402
-from memory.chain import Fingerprinter, MessageChain  # noqa: E402
-from memory.sessions import SessionRegistry  # noqa: E402
-from memory.shared import SharedRegistry  # noqa: E402
-from memory.store.backend import open_store  # noqa: E402
+from bench.durable.store import MODEL, Side, quantile
+from bench.traces import TRACES, load_traces, requests_of
+from config.load import load_config
+from memory.chain import Fingerprinter, MessageChain
+from memory.sessions import SessionRegistry
+from memory.shared import SharedRegistry
+from memory.store.backend import open_store
 from memory.store.options import StoreOptions
-from proxy.http.log import configure_logging  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-from proxy.replay.run import load_trace, request_ends  # noqa: E402
+from proxy.http.log import configure_logging
+from proxy.know.tokens import TokenCounter, warm_up
 
 
 class Replica:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("error", "console", [])
     warm_up()
     config = load_config(None, {})
-    traces = sorted(p for p in args.traces.glob("*.json") if p.name != "INDEX.json")
+    traces = load_traces(args.traces)
     counter = TokenCounter(config.tokens)
     tmp = Path(tempfile.mkdtemp(prefix="ruyi-bench-shared-"))
     stores = {"sqlite": StoreOptions(data_dir=str(tmp / "one"))}
@@ -87,17 +87,16 @@ def main(argv: list[str] | None = None) -> int:
              for name, o in shared.items()}
     timings: dict[str, list[float]] = {"one process, SQLite": [], **{f"two replicas, {n}": [] for n in pairs}}
     try:
-        for n, path in enumerate(traces):
-            trace, fingerprinter, agent = load_trace(path), Fingerprinter(), f"agent-{n}"
-            for i, end in enumerate(request_ends(trace.messages)):
-                messages = trace.messages[:end]
+        for n, trace in enumerate(traces):
+            fingerprinter, agent = Fingerprinter(), f"agent-{n}"
+            for i, messages in enumerate(requests_of(trace)):
                 chain = fingerprinter.chain(messages)
                 prompt = counter.count(MODEL, messages, None, chain)
                 ms, expected = one.request(agent, messages, chain, prompt, counter, args.window)
                 timings["one process, SQLite"].append(ms)
                 for name, pair in pairs.items():
                     ms, got = pair[i % 2].request(agent, messages, chain, prompt, counter, args.window)
-                    assert got.messages == expected.messages, f"{path.name} request {i}: replicas on {name} rewrote differently"
+                    assert got.messages == expected.messages, f"{trace.name} request {i}: replicas on {name} rewrote differently"
                     timings[f"two replicas, {name}"].append(ms)
     finally:
         if args.pg:

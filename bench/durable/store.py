@@ -20,19 +20,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from config.schema import Config  # noqa: E402
-from memory.chain import Fingerprinter, MessageChain, chain_of  # noqa: E402
-from memory.sessions import SessionRegistry  # noqa: E402
-from memory.store.sqlite_store import SQLiteStore  # noqa: E402
-from memory.store.base import Background  # noqa: E402
-from proxy.rewrite.pruning import Outcome, Pruner  # noqa: E402
-from proxy.know.tokens import PromptTokens, TokenCounter, warm_up  # noqa: E402
-from proxy.know.window import budget_for  # noqa: E402
+from bench.traces import TRACES, load_traces, requests_of
+from config.load import load_config
+from config.schema import Config
+from memory.chain import Fingerprinter, MessageChain, chain_of
+from memory.sessions import SessionRegistry
+from memory.store.base import Background
+from memory.store.sqlite_store import SQLiteStore
+from proxy.know.tokens import PromptTokens, TokenCounter, warm_up
+from proxy.know.window import budget_for
+from proxy.replay.run import Trace
+from proxy.rewrite.pruning import Outcome, Pruner
 
-from proxy.replay.run import public_traces  # noqa: E402
-
-TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MODEL = "gpt-4o"
 Timings = dict[str, list[float]]
 Messages = list[dict[str, Any]]
@@ -73,9 +72,7 @@ class Side:
         return ((resolved - started) + (done - pruned)) * 1000, outcome
 
 
-def run(config: Config, data_dir: Path, window: int, traces: list[Path]) -> tuple[Timings, Timings, list[float], list[float]]:
-    from proxy.replay.run import load_trace, request_ends
-
+def run(config: Config, data_dir: Path, window: int, traces: list[Trace]) -> tuple[Timings, Timings, list[float], list[float]]:
     memory: Timings = {"no batch": [], "batch": []}
     stored: Timings = {"no batch": [], "batch": []}
     restarts: list[float] = []
@@ -84,14 +81,13 @@ def run(config: Config, data_dir: Path, window: int, traces: list[Path]) -> tupl
     queued: list[Background] = []
     mem = Side(config, SessionRegistry(config.sessions))
     disk = Side(config, SessionRegistry(config.sessions, store=SQLiteStore(data_dir / "ruyi.db"), queue=queued.append), queued)
-    for n, path in enumerate(traces):
-        trace, fingerprinter, agent = load_trace(path), Fingerprinter(), f"agent-{n}"
-        ends = request_ends(trace.messages)
-        for i, end in enumerate(ends):
-            messages = trace.messages[:end]
+    for n, trace in enumerate(traces):
+        fingerprinter, agent = Fingerprinter(), f"agent-{n}"
+        requests = list(requests_of(trace))
+        for i, messages in enumerate(requests):
             chain = fingerprinter.chain(messages)
             prompt = counter.count(MODEL, messages, None, chain)
-            restart = i == len(ends) // 2
+            restart = i == len(requests) // 2
             if restart:  # a new process on the same file: this request reads its session back
                 assert disk.registry.store is not None
                 disk.registry.store.close()
@@ -103,7 +99,7 @@ def run(config: Config, data_dir: Path, window: int, traces: list[Path]) -> tupl
             for side in (mem, disk) if i % 2 else (disk, mem):
                 results[id(side)] = side.request(agent, messages, chain, prompt, counter, window)
             (m_ms, m_out), (d_ms, d_out) = results[id(mem)], results[id(disk)]
-            assert m_out.messages == d_out.messages, f"{path.name} request {i}: the store changed a rewrite"
+            assert m_out.messages == d_out.messages, f"{trace.name} request {i}: the store changed a rewrite"
             if restart:
                 restarts.append(d_ms)
                 continue
@@ -143,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warm_up()
     config = load_config(None, {})
-    traces = sorted(p for p in args.traces.glob("*.json") if p.name != "INDEX.json")
+    traces = load_traces(args.traces)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
         memory, stored, restarts, background = run(config, data_dir, args.window, traces)

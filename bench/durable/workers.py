@@ -30,7 +30,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, spawn, stop  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, spawn, stop
 
 FILLER = "the build log says the test failed at step {i} because the fixture was missing; " * 18
 

@@ -23,21 +23,23 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER, TRACES, load_traces  # noqa: E402
+from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER
+from bench.traces import TRACES, load_traces, requests_of
 from conversation.messages import is_error_output, message_text
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from strategies.purge_errors import error_lines  # noqa: E402
-from summaries.extractive import Extractor  # noqa: E402
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import Trace
+from strategies.purge_errors import error_lines
+from summaries.extractive import Extractor
 
 WINDOWS = (8_000, 16_000, 32_000)
 
 
-def last_error_line(messages: list[dict], first: int, last: int) -> str | None:
+def last_error_line(messages: list[dict[str, Any]], first: int, last: int) -> str | None:
     for m in reversed(messages[first: last + 1]):
         text = message_text(m)
         if m.get("role") == "tool" and text and is_error_output(m, text):
@@ -52,7 +54,7 @@ def in_background(ruyi: OfflineRuyi) -> list[float]:
     out: the default config has none)."""
     spent, method = [0.0], ruyi.longctx.prepare_for
 
-    def timed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.thread_time()
         try:
             return method(*args, **kwargs)
@@ -63,16 +65,21 @@ def in_background(ruyi: OfflineRuyi) -> list[float]:
     return spent
 
 
-def run(window: int, traces: list) -> dict:
+def run(window: int, traces: list[Trace]) -> dict[str, Any]:
     extractor = Extractor()
-    archives, checks, regrowth, over, ordinary, archiving = [], {"files": 0, "error": 0, "task": 0, "of": 0}, [], 0, [], []
+    archives: list[str] = []
+    checks = {"files": 0, "error": 0, "task": 0, "of": 0}
+    regrowth: list[float] = []
+    over = 0
+    ordinary: list[float] = []
+    archiving: list[float] = []
     near: list[float] = []
     for trace in traces:
         ruyi = OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER)
         background = in_background(ruyi)
-        previous_after, recent = None, []
-        for end in request_ends(trace.messages):
-            messages = trace.messages[:end]
+        previous_after: int | None = None
+        recent: list[float] = []
+        for messages in requests_of(trace):
             background[0], started = 0.0, time.thread_time()
             ruyi(messages, trace.tools)
             took = (time.thread_time() - started - background[0]) * 1000  # the request's own CPU time

@@ -180,7 +180,8 @@ class SummarizeEverything:
     def _compacted(self, messages: list[Message]) -> list[Message]:
         self.compactions += 1
         system = [m for m in messages if m.get("role") in ("system", "developer")]
-        users, total = [], 0
+        users: list[Message] = []
+        total = 0
         for m in reversed([m for m in messages if m.get("role") == "user"]):
             n = self.count.message(m)
             if total + n > self.keep_user:

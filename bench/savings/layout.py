@@ -30,13 +30,14 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/savings/layout.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import TRACES, load_traces, markdown_table, run_strategy  # noqa: E402
-from config.load import load_config  # noqa: E402
+from bench.savings.savings import markdown_table, run_strategy
+from bench.traces import TRACES, load_traces
+from config.load import load_config
 from proxy.keep.keeper import Keeper
 from proxy.keep.options import NotebookOptions
-from proxy.know.tokens import TokenCounter  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.replay.run import Cl100kCounter, ReplayResult  # noqa: E402
+from proxy.know.tokens import TokenCounter
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import Cl100kCounter, ReplayResult
 
 FIELDS = {"alternatives": "ad-hoc prints", "why": "reproducible failures", "impact": "tests/", "verification": "the suite passes",
           "rollback": "revert the commit"}
@@ -87,7 +88,7 @@ def remembered() -> Keeper:
 def variants(root: Path) -> dict[str, Any]:
     """Name → a factory of a fresh offline Ruyi per trace (window → rewrite)."""
     base = {"workspace.root": str(root)}
-    configs = {
+    configs: dict[str, tuple[dict[str, Any], bool]] = {
         "layout off": ({"layout.mode": "off"}, False),
         "layout append, nothing stored (the default user)": ({}, False),
         "layout append (notebook, 3 anchors, AGENTS.md, cards)": ({**base}, True),

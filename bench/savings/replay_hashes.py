@@ -20,10 +20,9 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,13 @@ sys.path.insert(0, str(ROOT))
 
 from aiohttp import ClientSession, web  # noqa: E402
 
+from bench.traces import TRACES, load_traces, requests_of  # noqa: E402
 from config.load import load_config  # noqa: E402
 from config.schema import Config  # noqa: E402
 from proxy.http.app import make_app  # noqa: E402
 from proxy.http.log import configure_logging  # noqa: E402
 from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.replay.run import Trace, load_trace, public_traces  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
+from proxy.replay.run import Trace  # noqa: E402
 from proxy.rewrite.steps import default_steps  # noqa: E402
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
 
@@ -63,11 +62,6 @@ def stable(report: Any) -> Any:
 
 def config(data_dir: str, **overrides: Any) -> Config:
     return load_config(None, {"RUYI_DATA_DIR": data_dir}, {"store.backend": "memory", **overrides})
-
-
-def requests_of(trace: Trace) -> Iterator[list[dict[str, Any]]]:
-    for end in request_ends(trace.messages):
-        yield trace.messages[:end]
 
 
 def offline(traces: list[Trace], window: int, skip: int = 1, **overrides: Any) -> list[str]:
@@ -166,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     global SEMANTIC
     SEMANTIC = args.semantic
     configure_logging("error", "console", [])
-    where = public_traces()
+    where = TRACES
     if where is None:
         print("no public traces here (set RUYI_TRACE_DIR): nothing to hash", file=sys.stderr)
         return 0
-    traces = [load_trace(p) for p in sorted(where.glob("*.json")) if p.name != "INDEX.json"]
+    traces = load_traces(where)
     chosen = scenarios(traces)
     if args.only:
         chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}

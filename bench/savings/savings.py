@@ -18,12 +18,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings import baselines  # noqa: E402
-from config.load import load_config  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.know.tokens import TokenCounter  # noqa: E402
-from proxy.replay.run import (  # noqa: E402
-    public_traces,
+from bench.savings import baselines
+from bench.traces import TRACES, load_traces
+from config.load import load_config
+from proxy.know.tokens import TokenCounter
+from proxy.replay.metrics import request_ends
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import (
     Cl100kCounter,
     CountTokens,
     Prices,
@@ -31,15 +32,12 @@ from proxy.replay.run import (  # noqa: E402
     Rewrite,
     StderrProgress,
     Trace,
-    load_trace,
     merge,
     replay,
-    request_ends,
 )
 
 RUYI_CONFIG = load_config(None, {k: v for k, v in os.environ.items() if k.startswith("RUYI_")})
 RUYI_COUNTER = TokenCounter(RUYI_CONFIG.tokens)
-TRACES = public_traces()
 WINDOWS = (8_000, 16_000, 32_000)
 Factory = Callable[[int], Rewrite]
 NOTES = (
@@ -64,11 +62,6 @@ STRATEGIES: dict[str, Factory] = {
 }
 
 
-def load_traces(folder: Path) -> list[Trace]:
-    """Every trace file in ``folder`` (INDEX.json excluded), in name order."""
-    return [load_trace(p) for p in sorted(folder.glob("*.json")) if p.name != "INDEX.json"]
-
-
 def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: CountTokens, label: str) -> ReplayResult:
     """Replay every trace with a fresh rewrite from ``factory``; totals over all their requests."""
     total = sum(len(request_ends(t.messages)) for t in traces)
@@ -76,8 +69,11 @@ def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: 
     results: list[ReplayResult] = []
     done = 0
     for t in traces:
-        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name,
-                              progress=lambda i, n, base=done: bar(base + i, total)))  # fmt: skip
+
+        def progress(i: int, n: int, base: int = done) -> None:
+            bar(base + i, total)
+
+        results.append(replay(t.messages, t.tools, factory(window), window, count, Prices(), trace=t.name, progress=progress))
         done += len(results[-1].rows)
     bar(total, total)
     return merge(results)
@@ -85,8 +81,8 @@ def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: 
 
 def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
     """One window's comparison as a markdown table."""
-    head = ("| at a {w}k window | tokens sent | saved | peak request | over the window | cache hit "
-            "| cost with caching | orphans | needles | invalid args | archives |").format(w=window // 1000)
+    head = (f"| at a {window // 1000}k window | tokens sent | saved | peak request | over the window | cache hit "
+            "| cost with caching | orphans | needles | invalid args | archives |")
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, result in rows.items():
         r = result.totals

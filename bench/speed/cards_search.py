@@ -15,9 +15,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from memory.cards.index import CardIndex  # noqa: E402
-from memory.cards.keywords import keywords_from  # noqa: E402
-from memory.cards.rules import ProjectRules  # noqa: E402
+from memory.cards.index import CardIndex
+from memory.cards.keywords import keywords_from
+from memory.cards.rules import ProjectRules
 
 WORDS = ("sqlite wal checkpoint redis cache retry backoff pytest fixture asyncio event loop token window archive summary "
          "prompt cache anthropic openai ollama stream chunk parser config yaml docker compose deploy migration schema index "

@@ -22,12 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from memory.chain import Fingerprinter  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.replay.run import load_trace, public_traces
+from bench.traces import load_traces, requests_of
+from config.load import load_config
+from memory.chain import Fingerprinter
+from proxy.know.tokens import TokenCounter, warm_up
+from proxy.replay.offline import OfflineRuyi
 
 
 def fingerprinter_from(path: Path) -> type[Any]:
@@ -71,7 +70,7 @@ def main() -> None:
     warm_up()
     config = load_config(None, {})
     old_kind = fingerprinter_from(args.before)
-    traces = [load_trace(p) for p in sorted(public_traces().glob("*.json")) if p.name != "INDEX.json"]
+    traces = load_traces()
     rewrite: dict[str, list[float]] = {"this": [], "before": []}
     alone: dict[str, list[float]] = {"this": [], "before": []}
     wires: list[str] = []
@@ -79,8 +78,8 @@ def main() -> None:
         ruyis = {"this": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens)),
                  "before": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens))}
         ruyis["before"].fingerprinter = old_kind()
-        for n, end in enumerate(request_ends(trace.messages)):
-            wire = json.dumps(trace.messages[:end])
+        for n, request in enumerate(requests_of(trace)):
+            wire = json.dumps(request)
             wires.append(wire)
             for name in (("this", "before") if n % 2 else ("before", "this")):
                 body = json.loads(wire)

@@ -13,15 +13,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.traces import trace_paths
 from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry
 from proxy.know import tokens, window
-from proxy.know.options import TierOptions
+from proxy.know.options import TierOptions, WindowOptions
 from proxy.know.tiers import tier_for
 from proxy.know.tokens import TokenCounter
-from proxy.replay.run import public_traces
 
-TRACES = public_traces()
 Messages = list[dict[str, Any]]
 
 
@@ -39,7 +38,7 @@ class Measurer:
         self.fingerprinter = Fingerprinter()
         self.counter = TokenCounter()
         self.registry = SessionRegistry()
-        self.window_options = window.WindowOptions()
+        self.window_options = WindowOptions()
         self.tiers = TierOptions()
 
     def measure(self, messages: Messages, body: dict[str, Any]) -> tuple[float, float, float, int]:
@@ -58,7 +57,7 @@ class Measurer:
 
 
 def longest_trace() -> tuple[str, dict[str, Any]]:
-    paths = [p for p in TRACES.glob("*.json") if p.name != "INDEX.json"]
+    paths = trace_paths()
     loaded = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in paths}
     name = max(loaded, key=lambda n: len(loaded[n]["messages"]))
     return name, loaded[name]

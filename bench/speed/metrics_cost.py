@@ -1,7 +1,7 @@
 """What the metrics cost a request, alone: ``RequestMetrics.record`` with a pruned request's access facts, and one scrape.
 
 Load on a shared machine moves end-to-end latency by more than this costs; timing the call itself says what the hot
-path pays, in microseconds, beside the server CPU per request that bench/speed/overhead.py reports.
+path pays, in microseconds, beside the server CPU per request that bench/serve/overhead.py reports.
 
     .venv/bin/python bench/speed/metrics_cost.py            # -n calls per round, --rounds
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+from prometheus_client import CollectorRegistry, generate_latest
 
-from config.schema import Route  # noqa: E402
-from proxy.observe.metrics import RequestMetrics, route_labels  # noqa: E402
+from config.schema import Route
+from proxy.observe.metrics import RequestMetrics, route_labels
 
 DEFAULT = Route(url="http://127.0.0.1:11434/v1", kind="openai")
 ROUTES = (Route(model="gpt-*", url="https://api.openai.com/v1", kind="openai"), Route(model="claude-*", url="https://api.anthropic.com", kind="anthropic"))
@@ -50,7 +50,7 @@ def main() -> None:
     batch = per_call_us(lambda: metrics.record("/v1/chat/completions", ROUTES[0], "openai", 200, FACTS, 812.0, 2.4), args.n, args.rounds)
     quiet = per_call_us(lambda: metrics.record("/v1/chat/completions", DEFAULT, "openai", 200, QUIET, 812.0, 1.1), args.n, args.rounds)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)  # type: ignore[arg-type]
+    registry.register(metrics)
     scrape = per_call_us(lambda: generate_latest(registry), max(1, args.n // 1000), args.rounds)
     print(f"record, a request that ran a batch: {batch:.2f} µs")
     print(f"record, a request that decided nothing: {quiet:.2f} µs")

@@ -13,9 +13,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from proxy.http.log import REDACTED, Redactor, is_secret_field  # noqa: E402
-from proxy.replay.run import public_traces
-from redaction.redact import redact, ruleset  # noqa: E402
+from bench.traces import trace_paths
+from proxy.http.log import REDACTED, Redactor, is_secret_field
+from redaction.redact import redact, ruleset
 
 # strategies/placeholder.py's redact_secrets before this change (it redacted refs only), for comparison.
 _SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -102,9 +102,7 @@ class OldRedactor(Redactor):
 
 def outputs() -> list[str]:
     texts = []
-    for path in sorted(public_traces().glob("*.json")):
-        if path.name == "INDEX.json":
-            continue
+    for path in trace_paths():
         for m in json.loads(path.read_text(encoding="utf-8"))["messages"]:
             if m.get("role") == "tool" and isinstance(m.get("content"), str):
                 texts.append(m["content"])

@@ -12,25 +12,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from proxy.replay.offline import OfflineRuyi  # noqa: E402
-from proxy.replay.run import load_trace  # noqa: E402
-from proxy.replay.metrics import request_ends  # noqa: E402
-from proxy.know.tokens import TokenCounter, warm_up  # noqa: E402
-
-from proxy.replay.run import public_traces  # noqa: E402
-
-TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
+from bench.traces import load_traces, requests_of
+from config.load import load_config
+from proxy.know.tokens import TokenCounter, warm_up
+from proxy.replay.offline import OfflineRuyi
+from proxy.replay.run import Trace
 
 
-def longest() -> Any:
-    traces = [load_trace(p) for p in TRACES.glob("*.json") if p.name != "INDEX.json"]
+def longest() -> Trace:
+    traces = load_traces()
     return max(traces, key=lambda t: len(t.messages))
 
 
 def fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A freshly parsed copy, as a request body would be."""
-    return json.loads(json.dumps(messages))
+    copy: list[dict[str, Any]] = json.loads(json.dumps(messages))
+    return copy
 
 
 def main() -> None:
@@ -42,16 +39,16 @@ def main() -> None:
     warm_up()
     config = load_config(None, {})
     trace = longest()
-    ends = request_ends(trace.messages)
+    requests = list(requests_of(trace))
     ruyi = OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens))
     warm: list[tuple[int, float, str]] = []
-    for end in ends:
-        body = fresh(trace.messages[:end])
+    for request in requests:
+        body = fresh(request)
         started = time.perf_counter()
         ruyi(body, trace.tools)
-        warm.append((end, (time.perf_counter() - started) * 1000, ruyi.outcomes[-1].report["batch"]))
+        warm.append((len(request), (time.perf_counter() - started) * 1000, ruyi.outcomes[-1].report["batch"]))
     cold = []
-    last = trace.messages[: ends[-1]]
+    last = requests[-1]
     for _ in range(args.cold_runs):
         body = fresh(last)
         ruyi_cold = OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens))
@@ -59,10 +56,10 @@ def main() -> None:
         ruyi_cold(body, trace.tools)
         cold.append((time.perf_counter() - started) * 1000)
     no_batch = [ms for _, ms, batch in warm[len(warm) // 2 :] if batch in ("none", "waiting")]
-    print(f"trace {trace.name}: {len(trace.messages)} messages, {len(ends)} requests, window {args.window}\n")
+    print(f"trace {trace.name}: {len(trace.messages)} messages, {len(requests)} requests, window {args.window}\n")
     print("| measure | median ms | p90 ms | max ms |")
     print("|---|---:|---:|---:|")
-    last_warm = [ms for end, ms, _ in warm if end >= ends[-1] - 10]
+    last_warm = [ms for end, ms, _ in warm if end >= len(last) - 10]
     for label, values in (("warm, last requests (≈270 messages)", last_warm), ("warm, second half, no batch", no_batch),
                           ("warm, every request", [ms for _, ms, _ in warm]), ("cold, last request", cold)):
         if values:

@@ -79,7 +79,7 @@ def parse_card(text: str, path: Path, scope: str = "project") -> Card:
     if match is None:
         raise CardError("no YAML front matter (a card starts with a line '---', its fields, and a line '---')")
     try:
-        meta = yaml.load(match.group(1), Loader=_LOADER)  # noqa: S506 - a safe loader, libyaml's when there is one
+        meta = yaml.load(match.group(1), Loader=_LOADER)  # a safe loader, libyaml's when there is one
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CardError(f"front matter is not valid YAML ({getattr(exc, 'problem', None) or exc}"
@@ -128,7 +128,7 @@ def read_card(path: Path, scope: str = "project") -> Card:
 def card_text(title: str, tags: Sequence[str], body: str, source_agent: str | None, when: dt.datetime | None = None,
               relevance_score: float | None = None) -> str:
     """A card file's text: front matter then body."""
-    stamp = (when or dt.datetime.now(dt.timezone.utc)).date().isoformat()
+    stamp = (when or dt.datetime.now(dt.UTC)).date().isoformat()
     meta: dict[str, Any] = {"title": title, "tags": list(tags), "created_at": stamp, "updated_at": stamp}
     if source_agent:
         meta["source_agent"] = source_agent

@@ -173,6 +173,9 @@ class Store(Protocol):
     def session_ids(self, agent_id: str) -> list[str]:
         """This agent's sessions, most recently seen first."""
 
+    def agents(self) -> list[tuple[str, int, float]]:
+        """Every agent with sessions: (agent, sessions, last seen), most recently seen first."""
+
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         """The original kept under a ref id, among this agent's sessions only."""
 

@@ -108,11 +108,11 @@ class QmarkConnection:
         self._tables = tables
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        return self._conn.execute(self._tables.sql(sql), params)  # type: ignore[call-overload]
+        return self._conn.execute(self._tables.sql(sql), params)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._conn.cursor() as cur:
-            cur.executemany(self._tables.sql(sql), rows)  # type: ignore[call-overload]
+            cur.executemany(self._tables.sql(sql), rows)
 
 
 class PgDatabase:

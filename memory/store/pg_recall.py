@@ -110,7 +110,7 @@ class PgRecall:
         args: list[Any] = [*queries, " | ".join(f"({q})" for q in queries)]
         args += ([] if everyone else [scope]) + ([session_id] if session_id is not None else []) + [list(kinds), limit * 4]
         with self.pool.connection() as c:
-            rows = c.execute(sql, args).fetchall()  # type: ignore[call-overload]
+            rows = c.execute(sql, args).fetchall()
             hits = [Hit(kind, ref, matched(words, indexed), self._row(c, kind, ref, agent, session))
                     for kind, ref, agent, session, indexed, _ in rows]
         hits = [h for h in hits if h.matched]  # a phrase's pieces all there but not side by side: FTS5 would not match it

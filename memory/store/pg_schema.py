@@ -194,7 +194,7 @@ def migrate(conn: psycopg.Connection, location: str) -> int:
                     conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
                 for statement in ALL_MIGRATIONS[version - 1].split(";"):
                     if statement.strip():
-                        conn.execute(statement)  # type: ignore[call-overload]  # our own constant SQL
+                        conn.execute(statement)  # our own constant SQL
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
             log.info("store_migrated", location=location, version=version)
     finally:

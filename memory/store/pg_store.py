@@ -53,7 +53,7 @@ POOL_MAX = 8
 def _many(c: psycopg.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     if rows:
         with c.cursor() as cur:
-            cur.executemany(sql, rows)  # type: ignore[arg-type]  # our own constant SQL
+            cur.executemany(sql, rows)  # our own constant SQL
 
 
 def _json(value: Any) -> str:
@@ -115,7 +115,7 @@ class PgStore:
         for attempt in range(2):
             with self.pool.connection() as c:
                 try:
-                    return c.execute(sql, params).fetchall()  # type: ignore[call-overload]  # our own constant SQL
+                    return c.execute(sql, params).fetchall()  # our own constant SQL
                 except psycopg.OperationalError:
                     if attempt or not c.broken:
                         raise
@@ -206,6 +206,10 @@ class PgStore:
         rows = self._rows("SELECT session_id FROM sessions WHERE agent_id = %s ORDER BY last_seen DESC, session_id", (agent_id,))
         return [r[0] for r in rows]
 
+    def agents(self) -> list[tuple[str, int, float]]:
+        rows = self._rows("SELECT agent_id, COUNT(*), MAX(last_seen) FROM sessions GROUP BY agent_id ORDER BY MAX(last_seen) DESC, agent_id", ())
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         rows = self._rows("SELECT original FROM refs WHERE agent_id = %s AND ref_id = %s LIMIT 1", (agent_id, ref_id))
         return bytes(rows[0][0]).decode("utf-8", "surrogatepass") if rows else None
@@ -217,7 +221,7 @@ class PgStore:
     def audit_records(self, since: float | None = None) -> Iterator[Any]:
         """Every agent's audit records stored at or after ``since`` (all when None), oldest first, streamed (``ruyi report``;
         its ``AuditRecord`` comes with the report's work, memory/store/base.py)."""
-        from memory.store.base import AuditRecord  # type: ignore[attr-defined]  # noqa: PLC0415
+        from memory.store.base import AuditRecord
 
         with self.pool.connection() as c, c.cursor() as cur:
             rows = cur.stream("SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s "
@@ -251,10 +255,10 @@ class PgStore:
         def write(c: psycopg.Connection) -> None:
             for table, per_session in self._owned:
                 if session_id is None:  # the agent and its sub-agents (agent/…)
-                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s OR starts_with(agent_id, %s)",  # type: ignore[call-overload]
+                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s OR starts_with(agent_id, %s)",
                                     (agent_id, agent_id + "/"))
                 elif per_session:
-                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s", (agent_id, session_id))  # type: ignore[call-overload]
+                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s", (agent_id, session_id))
                 else:
                     continue
                 removed[table] = cur.rowcount

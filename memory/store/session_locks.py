@@ -76,8 +76,8 @@ class SlotLock:
     def acquire(self, timeout: float | None = None) -> bool:
         """Wait until held (at most ``timeout`` seconds: False when it was not)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        fd = self._locks._fd_of()  # noqa: SLF001 - one object, split for the context-manager protocol
-        lock = self._locks._enter(self.slot)  # noqa: SLF001
+        fd = self._locks._fd_of()  # one object, split for the context-manager protocol
+        lock = self._locks._enter(self.slot)
         held = False
         try:
             if not lock.acquire(timeout=-1 if timeout is None else timeout):
@@ -106,19 +106,19 @@ class SlotLock:
     def _giveup(self, lock: threading.Lock, held: bool) -> None:
         if held:
             lock.release()
-        self._locks._leave(self.slot)  # noqa: SLF001
+        self._locks._leave(self.slot)
 
     def release(self) -> None:
         lock, self._thread_lock = self._thread_lock, None
         if lock is None:
             return
         try:
-            fd = self._locks._fd  # noqa: SLF001
+            fd = self._locks._fd
             if fd is not None:
                 fcntl.lockf(fd, fcntl.LOCK_UN, 1, self.slot, os.SEEK_SET)
         finally:
             lock.release()
-            self._locks._leave(self.slot)  # noqa: SLF001
+            self._locks._leave(self.slot)
 
     def __enter__(self) -> SlotLock:
         self.acquire()

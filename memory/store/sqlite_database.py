@@ -15,7 +15,6 @@ from memory.store.base import StoreError
 from memory.store.sqlite_schema import migrate
 
 
-
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction on ``conn`` (the write lock taken at once): committed whole, or rolled back whole."""
@@ -33,7 +32,10 @@ def private_file(path: Path) -> None:
     whatever the umask or a data directory made by someone else (the Docker image's ``/data``): it holds what
     agents saw."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    try:  # never open (and close) a descriptor of an existing database: closing one drops this process's SQLite locks on it
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
     for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
             if name.stat().st_mode & 0o077:

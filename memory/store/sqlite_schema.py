@@ -7,8 +7,8 @@ from pathlib import Path
 
 import structlog
 
-from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
 from memory.store.base import StoreError
+from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
 
 log = structlog.get_logger(__name__)
 

@@ -14,11 +14,6 @@ from typing import Any
 
 import structlog
 
-from memory.store.sqlite_database import immediate, private_file
-from memory.store.session_locks import FileSessionLocks, SlotLock
-from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_report import SQLiteReport
-from memory.store.sqlite_schema import migrate
 from memory.store.base import (
     Audit,
     Background,
@@ -30,6 +25,11 @@ from memory.store.base import (
     StoreError,
     Usage,
 )
+from memory.store.session_locks import FileSessionLocks, SlotLock
+from memory.store.sqlite_database import immediate, private_file
+from memory.store.sqlite_recall import TABLES as RECALL_TABLES
+from memory.store.sqlite_report import SQLiteReport
+from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -202,6 +202,10 @@ class SQLiteStore(SQLiteReport):
     def session_ids(self, agent_id: str) -> list[str]:
         rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
         return [r[0] for r in rows]
+
+    def agents(self) -> list[tuple[str, int, float]]:
+        rows = self._conn.execute("SELECT agent_id, COUNT(*), MAX(last_seen) FROM sessions GROUP BY agent_id ORDER BY MAX(last_seen) DESC")
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         row = self._conn.execute("SELECT original FROM refs WHERE agent_id = ? AND ref_id = ? LIMIT 1", (agent_id, ref_id)).fetchone()

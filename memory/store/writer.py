@@ -112,7 +112,7 @@ class Writer:
         if flush is not None:
             try:
                 flush()  # logs and counts its own failures, and keeps what it could not write for the next one
-            except Exception:  # noqa: BLE001 - never let the writer thread die
+            except Exception:  # never let the writer thread die
                 log.warning("store_flush_failed", location=self.store.location, exc_info=True)
         while self._write_batch():
             pass
@@ -148,7 +148,7 @@ class Writer:
                 self._write([item])
             except UnicodeError:
                 self._write([without_lone_surrogates(item)])
-        except Exception as exc:  # noqa: BLE001 - background records are best effort; the proxy goes on
+        except Exception as exc:  # background records are best effort; the proxy goes on
             reason = "unencodable_text" if isinstance(exc, UnicodeError) else "store_error"
             self.failed += 1
             self.failed_by_reason[reason] = self.failed_by_reason.get(reason, 0) + 1
@@ -163,5 +163,5 @@ class Writer:
         self._last_housekeeping = now
         try:
             self.store.checkpoint()  # on the store's own checkpoint connection: no lock needed
-        except Exception:  # noqa: BLE001 - a checkpoint that fails is retried later
+        except Exception:  # a checkpoint that fails is retried later
             log.warning("store_checkpoint_failed", location=self.store.location, exc_info=True)

@@ -46,7 +46,19 @@ async def list_sessions(request: web.Request) -> web.Response:
     agent = agent_of(request)
     measurer = request.app[appkeys.MEASURER]
     sessions = await measurer.offload.run(measurer.sessions.list, agent)
-    return web.json_response({"agent_id": agent, "sessions": [session_view(s) for s in sessions]})
+    keeper = request.app.get(appkeys.KEEPER)
+    views = await measurer.offload.run(lambda: [with_parent(session_view(s), keeper, agent) for s in sessions])
+    return web.json_response({"agent_id": agent, "sessions": views})
+
+
+def with_parent(view: dict[str, Any], keeper: Any, agent: str) -> dict[str, Any]:
+    """A session's view with its parent when it is a recognised sub-agent (its snapshot names the parent; a branched
+    session's parent is on its record already). Reads the store: off the event loop."""
+    if view["parent_id"] is None and keeper is not None:
+        kept = keeper.sessions.snapshot(agent, view["session_id"])
+        if kept is not None:
+            view["parent_id"] = kept[0]
+    return view
 
 
 async def get_session(request: web.Request) -> web.Response:
@@ -55,7 +67,8 @@ async def get_session(request: web.Request) -> web.Response:
     session = await measurer.offload.run(measurer.sessions.get, agent, request.match_info["session_id"])
     if session is None:
         raise ProxyError(404, "session_not_found", "no such session for this agent")
-    return web.json_response(session_view(session))
+    view = await measurer.offload.run(with_parent, session_view(session), request.app.get(appkeys.KEEPER), agent)
+    return web.json_response(view)
 
 
 async def session_report(request: web.Request) -> web.Response:

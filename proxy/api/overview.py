@@ -1,6 +1,7 @@
-"""The dashboard's data: agents, sessions and what Ruyi did for each, and a session's requests one by one.
+"""The dashboard's data: the report per agent and its sessions, and a session's requests one by one.
 
-Folded from the store's audit records: ``/ruyi/v1/agents``, ``/ruyi/v1/overview``, ``/ruyi/v1/sessions/{id}/timeline``."""
+Folded from the store's audit records: ``/ruyi/v1/overview``, ``/ruyi/v1/sessions/{id}/timeline`` (the agents are
+``/ruyi/v1/agents``, proxy/api/agents.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from memory.store.base import AuditRecord
 from proxy import appkeys
 from proxy.api.bodies import refused
 from proxy.http.auth import admin_caller
-from proxy.observe.report import build, iso
+from proxy.observe.report import build
 
 DEFAULT_DAYS = 14.0
 """How far back the overview reads when ``?days=`` is not given (the store's own expiry)."""
@@ -64,28 +65,7 @@ def _records(request: web.Request, since: float | None, scope: str | None, agent
 def _audit(request: web.Request, agent: str, session_id: str) -> list[dict[str, Any]]:
     measurer = request.app[appkeys.MEASURER]
     with measurer.sessions.lock:
-        return measurer.store.audit(agent, session_id)  # type: ignore[no-any-return,union-attr]
-
-
-async def agents(request: web.Request) -> web.Response:
-    """The agents the caller may see, with their sessions' count and last activity, most recent first."""
-    scope = scope_of(request)
-    measurer = request.app[appkeys.MEASURER]
-    await measurer.drain()
-    try:
-        since = _since(request)
-    except ValueError as exc:
-        return refused(400, "invalid_days", str(exc))
-    records = await measurer.offload.run(_records, request, since, scope, None)
-    seen: dict[str, dict[str, Any]] = {}
-    for r in records:
-        row = seen.setdefault(r.agent_id, {"agent_id": r.agent_id, "sessions": set(), "requests": 0, "last_seen": 0.0})
-        row["sessions"].add(r.session_id)
-        row["requests"] += 1
-        row["last_seen"] = max(row["last_seen"], r.created_at)
-    rows = sorted(seen.values(), key=lambda x: -x["last_seen"])
-    return web.json_response({"agents": [{**row, "sessions": len(row["sessions"]), "last_seen": iso(row["last_seen"])} for row in rows],
-                              "keyless_agent": "default"})
+        return measurer.store.audit(agent, session_id)  # type: ignore[union-attr]
 
 
 async def overview(request: web.Request) -> web.Response:
@@ -139,6 +119,5 @@ async def timeline(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_get("/ruyi/v1/agents", agents)
     app.router.add_get("/ruyi/v1/overview", overview)
     app.router.add_get("/ruyi/v1/sessions/{session_id}/timeline", timeline)

@@ -14,8 +14,8 @@ other key of the body (``tools``, ``thinking``, ``context_management``, ``metada
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts, sse_data

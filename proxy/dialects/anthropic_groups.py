@@ -15,7 +15,7 @@ def with_positions(body: dict[str, Any], origins: list[Origin], before: Messages
     (the archive block, a recall block) goes after its last block, so after its last breakpoint, adding none."""
     out = dict(body)
     full, tails = list(before), {}
-    for k, (p, new) in enumerate(zip(positions, after)):
+    for p, new in zip(positions, after):
         if p < 0:
             if new.get("role") != "system":
                 raise ValueError("only a system message can be added to an Anthropic body")

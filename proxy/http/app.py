@@ -17,9 +17,8 @@ from memory.sweep import sweep_forever
 from proxy import appkeys
 from proxy import flow as chat
 from proxy.api import admin, anchors, cards, forms, notebook, overview
+from proxy.api import agents as agents_api
 from proxy.api import archive as archive_api
-from proxy.mcp import endpoint as mcp_endpoint
-from proxy.ui import pages
 from proxy.http import health
 from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware
@@ -30,11 +29,13 @@ from proxy.http.upstream import make_session
 from proxy.keep.keeper import Keeper
 from proxy.know.measure import Measurer
 from proxy.longctx.service import LongCtx
+from proxy.mcp import endpoint as mcp_endpoint
 from proxy.observe import endpoint as metrics_endpoint
 from proxy.observe.audit_file import AuditFile
-from summaries.llm import LLMSummarizer
 from proxy.offload import Offload
 from proxy.rewrite.pipeline import Pipeline, Step
+from proxy.ui import pages
+from summaries.llm import LLMSummarizer
 
 
 def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = True) -> web.Application:
@@ -61,6 +62,7 @@ def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = 
     app.router.add_post("/api/chat", chat.ollama_chat)
     app.router.add_post("/api/generate", chat.ollama_generate)
     admin.add_routes(app)
+    agents_api.add_routes(app)
     anchors.add_routes(app)
     notebook.add_routes(app)
     cards.add_routes(app)

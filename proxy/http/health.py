@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import structlog
 from aiohttp import web
@@ -28,7 +26,7 @@ async def upstream_answers(session: aiohttp.ClientSession, route: Route) -> str 
     try:
         async with session.get(probe_url(route), headers=headers, timeout=aiohttp.ClientTimeout(total=PROBE_SECONDS)) as resp:
             return None if resp.status < 500 else f"HTTP {resp.status}"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "no answer within 3 s"
     except aiohttp.ClientError as exc:
         return type(exc).__name__

@@ -57,7 +57,7 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
         status = ctx.status or 499  # the client went away while Ruyi wrote to it: nothing more to answer, nothing to fix
         log.debug("client_disconnected", request_id=rid, path=request.path)
         resp = web.Response(status=499, reason="Client Closed Request")  # never sent: the connection is gone
-    except Exception:  # noqa: BLE001 - a bug must still answer in the client's format
+    except Exception:  # a bug must still answer in the client's format
         log.exception("request_failed", request_id=rid, path=request.path)
         resp = error_response(ctx.wire, 500, "internal_error", "Ruyi failed on this request; see its log", ctx.response_headers)
     finally:
@@ -78,7 +78,7 @@ def _access(request: web.Request, ctx: RequestContext, status: int, resp: web.St
             added = (ctx.upstream_answered - ctx.started) * 1000 - ctx.upstream_wait_ms if ctx.upstream_answered is not None else None
             metrics.record(resource.canonical if resource is not None else "unmatched", ctx.route, ctx.wire, status, facts,
                            ctx.upstream_latency_ms, added)
-        except Exception:  # noqa: BLE001 - counting must never be why an answer fails
+        except Exception:  # counting must never be why an answer fails
             request.app[appkeys.PIPELINE].failures["metrics"] += 1
             log.warning("metrics_failed", request_id=ctx.request_id, exc_info=True)
     log.info(

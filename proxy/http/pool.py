@@ -27,7 +27,7 @@ class ConnectionSlots:
 
     @property
     def in_use(self) -> int:
-        return self.limit - self._free._value  # noqa: SLF001 - asyncio.Semaphore has no public count
+        return self.limit - self._free._value  # asyncio.Semaphore has no public count
 
     @asynccontextmanager
     async def slot(self, ctx: RequestContext) -> AsyncIterator[None]:

@@ -150,7 +150,7 @@ def supervise(config: Config, run_one: Callable[[Config], None], log: structlog.
                 run_one(config)
             except (KeyboardInterrupt, web.GracefulExit):  # a second signal while draining
                 pass
-            except BaseException:  # noqa: BLE001 - the worker's end, whatever it was, is its exit status
+            except BaseException:  # the worker's end, whatever it was, is its exit status
                 log.exception("worker_failed", pid=os.getpid())
                 status = 1
             os._exit(status)

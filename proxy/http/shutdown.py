@@ -34,7 +34,7 @@ class Shutdown:
         try:
             yield
         finally:
-            self._running.discard(task)  # type: ignore[arg-type]
+            self._running.discard(task)
 
     def keep(self, work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         """Run a request's work after its answer (audit record, S0, memory) in a task of its own: a client that goes

@@ -19,9 +19,10 @@ from proxy import appkeys, json_codec
 from proxy.context import RequestContext
 from proxy.dialects.anthropic import system_without_billing
 from proxy.dialects.base import Dialect
-from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.errors import ProxyError, stream_error_bytes
+from proxy.dialects.ollama import as_openai_request, ollama_object
 from proxy.dialects.stream import assembler_for
+from proxy.http.responses_bridge import bridged
 from proxy.http.upstream import describe
 
 log = structlog.get_logger(__name__)
@@ -120,6 +121,8 @@ def check_anthropic_body(body: dict[str, Any]) -> None:
 async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, ctx: RequestContext) -> web.StreamResponse:
     """Send the (rewritten) body through litellm's translation and answer in the client's dialect."""
     assert ctx.route is not None and ctx.model is not None
+    if ctx.wire == "responses":  # to a chat-only server: Ruyi's own bridge, no litellm
+        return await bridged(request, forwarded, ctx)
     app, route = request.app, ctx.route
     body = json_codec.loads(forwarded)
     if ctx.wire == "anthropic":
@@ -234,7 +237,7 @@ async def _relay(request: web.Request, ctx: RequestContext, frames: AsyncIterato
     except Exception as exc:  # noqa: BLE001 - end the stream the client's SDK way, never a hang
         error = _error(exc, route, ctx.request_id)
         asm.result.error = error.code
-        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))  # type: ignore[arg-type]
+        await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))
     await out.write_eof()
     return out
 

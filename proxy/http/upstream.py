@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator
@@ -112,7 +111,7 @@ async def send(
         started = time.perf_counter()
         try:
             resp = await session.request(method, _url(url), headers=headers, data=data, allow_redirects=False)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ProxyError(504, "upstream_timeout", f"the upstream {where} did not answer in time") from None
         except aiohttp.ClientConnectorError as exc:
             raise ProxyError(
@@ -134,7 +133,7 @@ async def read_all(resp: aiohttp.ClientResponse, ctx: RequestContext) -> bytes:
     assert ctx.route is not None
     try:
         return await resp.read()
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ProxyError(504, "upstream_timeout", f"the upstream {describe(ctx.route)} stopped sending") from None
     except aiohttp.ClientError as exc:
         raise ProxyError(502, "upstream_failed", f"the upstream {describe(ctx.route)} failed mid-answer: {type(exc).__name__}") from None

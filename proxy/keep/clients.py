@@ -214,7 +214,7 @@ class Remote:
         data = json.dumps(body).encode() if body is not None else (b"" if verb != "GET" else None)
         request = urllib.request.Request(url, data=data, method=verb, headers={**self.headers, "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=120) as resp:  # noqa: S310 - a URL the user gave for their own Ruyi
+            with urllib.request.urlopen(request, timeout=120) as resp:  # a URL the user gave for their own Ruyi
                 return resp.status, _decode(resp.headers.get_content_type(), resp.read())
         except urllib.error.HTTPError as exc:
             answer = _decode(exc.headers.get_content_type(), exc.read())

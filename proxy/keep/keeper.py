@@ -29,7 +29,7 @@ from proxy.keep.held import Held, Watched
 from proxy.keep.options import NotebookOptions
 from proxy.keep.organizer import Organizer
 from proxy.keep.refiner import Refiner
-from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, first_user_text, snapshot_text, task_prompts, with_snapshot
+from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, prompt_candidates, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
 from summaries.llm import LLMSummarizer
 
@@ -81,7 +81,7 @@ class Keeper:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` off the event loop."""
         if self._run is not None:
-            return await self._run(fn, *args)  # type: ignore[no-any-return]
+            return await self._run(fn, *args)
         return await asyncio.to_thread(fn, *args)
 
     def close(self) -> None:
@@ -101,7 +101,7 @@ class Keeper:
             archive = _archive_of(ctx)
             task = asyncio.create_task(self._remember(m.session.agent_id, m.session.session_id, list(ctx.new_messages), answer,
                                                       report if isinstance(report, dict) else None, archive))
-        except Exception:  # noqa: BLE001 - fail open: the answer goes out whatever memory misses
+        except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
             return
@@ -119,7 +119,7 @@ class Keeper:
             if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
                 if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
                     await self.run(self.apply, agent_id, session_id, plan[1], "extractive")
-        except Exception:  # noqa: BLE001 - the answer is gone already; memory misses one request, logged and counted
+        except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
 
@@ -221,7 +221,7 @@ class Keeper:
             return None
         if parent_hint is not None and not self.sessions.facts(agent_id, parent_hint):
             parent_hint = None  # not a session of this agent that Ruyi knows
-        parent = parent_hint or self.spawns.parent_of(agent_id, first_user_text(messages))
+        parent = parent_hint or self.spawns.parent_of(agent_id, prompt_candidates(messages))
         if parent is None or parent == session_id:
             return None
         state = self.state(agent_id, parent)
@@ -239,10 +239,10 @@ class Keeper:
         return not new and all(held.has((agent_id, *what)) for what in (("notebook",), ("anchors",), ("snapshot", session_id)))
 
     def current_notebook(self, agent_id: str) -> Notebook:
-        return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))  # type: ignore[no-any-return]
+        return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))
 
     def anchor_list(self, agent_id: str) -> list[Anchor]:
-        return self.held.get((agent_id, "anchors"), lambda: self.anchors.list(agent_id))  # type: ignore[no-any-return]
+        return self.held.get((agent_id, "anchors"), lambda: self.anchors.list(agent_id))
 
     @staticmethod
     def inject(messages: list[dict[str, Any]], snapshot: str) -> list[dict[str, Any]]:
@@ -306,7 +306,7 @@ class Keeper:
             await asyncio.sleep(self.options.check_seconds)
             try:
                 await self.compact_idle()
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:  # the next round tries again
                 log.warning("notebook_compaction_failed", exc_info=True)
 
 

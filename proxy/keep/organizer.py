@@ -55,7 +55,7 @@ class Organizer:
         """Write the draft as a card file in the agent's project cards folder (never over a file) and mark it accepted."""
         ws = self.workspaces(agent_id)
         folder = ws.project_cards
-        when = dt.datetime.fromtimestamp(self._clock(), dt.timezone.utc)
+        when = dt.datetime.fromtimestamp(self._clock(), dt.UTC)
 
         def write(draft: Draft) -> Path:
             return write_card(folder, draft.title, card_text(draft.title, draft.tags, draft.body, agent_id, when))

@@ -10,8 +10,8 @@ from typing import Any
 import structlog
 
 from memory.forms import refine
-from memory.notebook import card_proposals as proposed_cards
 from memory.forms.sqlite_forms import SessionMemory
+from memory.notebook import card_proposals as proposed_cards
 from memory.notebook import proposals
 from summaries.extractive import text_of
 from summaries.llm import LLMSummarizer, Target
@@ -168,7 +168,7 @@ class Refiner:
     async def _guarded(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
-        except Exception:  # noqa: BLE001 - background work: the deterministic answers stay, logged and counted
+        except Exception:  # background work: the deterministic answers stay, logged and counted
             self.counts["failed"] += 1
             log.warning("refiner_failed", exc_info=True)
 

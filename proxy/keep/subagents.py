@@ -10,6 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from conversation.task import stripped, task_text
 from memory.anchors.anchor import Anchor
 from memory.anchors.render import compact as anchor_compact
 
@@ -42,6 +43,24 @@ def task_prompts(tool_calls: Sequence[Mapping[str, Any]]) -> list[str]:
             prompt = next((args[k] for k in PROMPT_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
             if prompt:
                 found.append(prompt)
+    return found
+
+
+def prompt_candidates(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What a child's opening may hold of its parent's task-call prompt: its first user message whole, without the
+    agent's wrappers (Claude Code's and opencode's ``<system-reminder>`` blocks before or after the prompt), each of
+    its text parts, and the request the head carries (after an agent's environment preamble)."""
+    found: list[str] = []
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    if first is None:
+        return found
+    whole = first_user_text(messages) or ""
+    content = first.get("content")
+    parts = [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)] \
+        if isinstance(content, list) else []
+    for text in (whole, stripped(whole), *parts, *(stripped(p) for p in parts), task_text(messages) or ""):
+        if text.strip() and text not in found:
+            found.append(text)
     return found
 
 
@@ -82,15 +101,16 @@ class Spawns:
             while len(self._pending) > SPAWNS_KEPT:
                 self._pending.popitem(last=False)
 
-    def parent_of(self, agent_id: str, first_user: str | None) -> str | None:
-        """The session whose pending task call has this prompt (the same agent's only), if one is waiting."""
-        if not first_user:
-            return None
+    def parent_of(self, agent_id: str, first_user: str | Sequence[str] | None) -> str | None:
+        """The session whose pending task call has this prompt, or one of these (the same agent's only), if one is waiting."""
+        texts = [first_user] if isinstance(first_user, str) else list(first_user or ())
+        now = self._clock()
         with self._lock:
-            found = self._pending.get((agent_id, prompt_hash(first_user)))
-        if found is None or self._clock() - found[1] > SPAWN_TTL_S:
-            return None
-        return found[0]
+            for text in texts:
+                found = self._pending.get((agent_id, prompt_hash(text))) if text else None
+                if found is not None and now - found[1] <= SPAWN_TTL_S:
+                    return found[0]
+        return None
 
 
 def snapshot_text(parent_id: str, compact_form: str, anchors: Sequence[Anchor]) -> str:

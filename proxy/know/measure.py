@@ -13,10 +13,11 @@ import aiohttp
 import structlog
 
 from config.schema import Config
+from memory.agent_ids import AgentIds, agent_session_of
 from memory.chain import Fingerprinter, MessageChain
+from memory.chain_index import NeedsStore
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.chain_index import NeedsStore
 from memory.session import How, Resolution, Session
 from memory.sessions import SessionRegistry
 from memory.shared import Relocate, SharedRegistry
@@ -138,7 +139,7 @@ class Measurer:
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
-        self.learnt = LearntWindows()
+        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (claude -c)
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""
@@ -237,12 +238,14 @@ class Measurer:
         msgs = messages if messages is not None else generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
+        named = session_header(headers) or self.agent_ids.resumed(agent_id, agent_session_of(headers), chain)  # claude -c
         if self.shared:
-            resolution, turn = self._resolve_shared(agent_id, chain, session_header(headers), stored)
+            resolution, turn = self._resolve_shared(agent_id, chain, named, stored)
         else:
             with self.sessions.lock:  # type: ignore[attr-defined]
-                resolution = self.sessions.resolve(agent_id, chain, session_header(headers), stored=stored)
+                resolution = self.sessions.resolve(agent_id, chain, named, stored=stored)
                 turn = self.offload.turns.enter((resolution.session.agent_id, resolution.session.session_id))
+        self.agent_ids.seen(agent_id, agent_session_of(headers), resolution.session, chain)
         try:
             exact = context_tokens(body) if messages is None else 0  # model tokens already: not calibrated
             scale = self.calibration.ratio(model)
@@ -380,7 +383,7 @@ class Measurer:
                 with self.sessions.lock:  # type: ignore[attr-defined]
                     self.store.write_background([ratio])
                 return
-            except Exception:  # noqa: BLE001 - calibration is best effort: queued instead
+            except Exception:  # calibration is best effort: queued instead
                 log.warning("calibration_write_failed", model=ratio.model, exc_info=True)
         if self.writer is not None:
             self.writer.put(ratio)

@@ -253,7 +253,6 @@ class TokenCounter:
         tag = _TAGS[name]
         if per_image != self.options.image_tokens:  # counts of messages with images differ by model family
             tag += per_image.to_bytes(4, "little")
-        cache = self._cache
         prefixes = self._prefixes.setdefault(tag, OrderedDict())
         links = chain.links
         known: tuple[int, ...] = ()

@@ -29,6 +29,11 @@ OllamaApi = Literal["chat", "generate", "openai"]
 ShowModel = Callable[[str], Awaitable[Mapping[str, Any] | None]]
 """Fetches Ollama's /api/show for a model: its JSON body, or None when it could not be had."""
 
+WINDOW_SOURCES = ("learnt", "config", "request", "anthropic_beta", "server", "server_default", "model_info", "litellm", "default")
+"""Where a window comes from, first wins (``learnt`` only when below all else): the precedence table of docs/windows.md,
+sent as ``X-Ruyi-Window-Source``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """A model's window and where that number came from (for logs)."""

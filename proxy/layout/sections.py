@@ -84,9 +84,14 @@ def cut(text: str, limit: int, note: str = "[…cut by Ruyi to the layout budget
     return f"{head}\n{note}", True
 
 
-def reminder(chinese: bool) -> str:
-    """Seed 000's yellow light: the context still has room (the same words every time: it sits in the cached part)."""
-    return REMINDER_ZH if chinese else REMINDER_EN
+def reminder(chinese: bool, tool: str | None = None) -> str:
+    """Seed 000's yellow light: the context still has room (the same words every time: it sits in the cached part);
+    with Ruyi's recall tool offered, where the archived details are."""
+    if tool is None:
+        return REMINDER_ZH if chinese else REMINDER_EN
+    if chinese:
+        return f"{REMINDER_ZH}需要被存档的细节时，调用 {tool}。"
+    return f"{REMINDER_EN} For a detail that was archived, call {tool}."
 
 
 def core(template: str, client_system: str) -> str:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.forms.facts import is_chinese
-from memory.session import How
 from memory.forms.render import compact as compact_form
+from memory.session import How
 from proxy.context import RequestContext
 from proxy.keep.subagents import first_user_text
 from proxy.know.window import num_ctx_for
@@ -237,7 +237,7 @@ class LayoutStep:
                     form = compact_form(keeper.state(m.session.agent_id, m.session.session_id))
                 except Exception:  # noqa: BLE001 - fail open: the reminder alone
                     self.plan.sources._failed("compact_form", ctx)
-            compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)))) if p)
+            compact = "\n\n".join(p for p in (form.strip(), reminder(is_chinese(first_user_text(messages)), ctx.recall_tool)) if p)
         memory = self.plan._memory(ctx, messages)
         ws = self.plan.sources.workspace(m.session.agent_id, ctx)
         return self.plan.build(messages, ctx, memory, ws, number, self.plan.keywords(messages, ws), compact)
@@ -257,7 +257,7 @@ class LayoutStep:
         record = state.record
         if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
             # kept when it holds something (or memory did): a session without one had an empty stable part and memory
-            outcome.decisions[LAYOUT] = [{**record, "target": LAYOUT, "strategy": LAYOUT}]  # type: ignore[index]
+            outcome.decisions[LAYOUT] = [{**record, "target": LAYOUT, "strategy": LAYOUT}]
         if added != state.planned:
             outcome.raw_tokens_after += added - state.planned
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)

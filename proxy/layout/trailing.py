@@ -43,7 +43,7 @@ class Metadata:
 
 def now_with_zone() -> datetime.datetime:
     """The local time with its zone (ISO 8601 with an offset when printed)."""
-    return datetime.datetime.now(datetime.timezone.utc).astimezone()
+    return datetime.datetime.now(datetime.UTC).astimezone()
 
 
 def delta(built_notebook: Sequence[str], notebook: Sequence[str], built_anchors: Sequence[str], anchors: Sequence[Anchor],

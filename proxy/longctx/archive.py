@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from hashlib import blake2b
 from typing import Any
 
+from conversation.task import instructions
 from memory.chain import SYSTEM_ROLES
 from proxy.know.options import TierOptions
 from proxy.know.window import Budget
@@ -62,12 +63,16 @@ def reason_for(tokens: int, budget: Budget, tiers: TierOptions, current: Mapping
         return "requested"
     if tokens > budget.usable:
         return "over_window"
-    return "archive_tier" if tokens >= tiers.archive * budget.usable and regrown(tokens, current) else None
+    if tokens >= tiers.archive * budget.usable and regrown(tokens, current):
+        return "archive_tier"
+    return None
 
 
 def regrown(tokens: int, current: Mapping[str, Any] | None) -> bool:
-    """Whether the session grew enough since the archive in force for another one (no compaction loop)."""
-    return current is None or tokens >= int(current.get("next_at") or 0)
+    """Whether the session grew enough since the archive in force for another one at the archive tier (no compaction
+    loop): ``tier_at``, the wait measured against the room the archive made (``next_at``, a third of the window, is
+    when an early, economic archive may come; records made before ``tier_at`` existed use it for both)."""
+    return current is None or tokens >= int(current.get("tier_at", current.get("next_at")) or 0)
 
 
 def early_point(restart: float, growth: float, cache_read_ratio: float) -> float:
@@ -93,7 +98,7 @@ class Plan:
     suffix: int
     """Raw tokens of the newest turns kept."""
     keep: tuple[int, ...]
-    """Positions of system messages among the archived ones (they stay)."""
+    """Positions of system messages and of the person's later instructions among the archived ones (they stay)."""
     estimate: int
     """Raw tokens of the restarted request, its block estimated."""
 
@@ -114,8 +119,9 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
     block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
-    system_in = [p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES]
-    starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and view[k].get("role") == "assistant"]
+    system_in = sorted({p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
+                       | set(kept_instructions(client, h, client_tokens, budget.usable / (ratio or 1.0))))
+    starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and turn_start(view, k)]
     if not starts:
         return None
     suffix = [0] * (len(view) + 1)
@@ -136,6 +142,26 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen])
 
 
+def turn_start(view: Sequence[Mapping[str, Any]], k: int) -> bool:
+    """Whether a turn starts at view message ``k``: an answer, or a user message right after another one (a text-mode
+    agent that dropped its failed replies sends observations only: each is a turn an archive may take)."""
+    role = view[k].get("role")
+    return role == "assistant" or (role == "user" and k > 0 and view[k - 1].get("role") == "user")
+
+
+INSTRUCTIONS_KEPT = 5
+"""The newest later instructions of the person an archive keeps verbatim (beside the task)."""
+INSTRUCTION_SHARE = 0.05
+"""A later instruction is kept verbatim up to this share of the usable window (a bigger one is summarized)."""
+
+
+def kept_instructions(client: Sequence[Mapping[str, Any]], head: int, client_tokens: Sequence[int], usable_raw: float) -> list[int]:
+    """Positions after the head of the person's later instructions (not tool results in text form) that an archive
+    keeps where they are: the newest INSTRUCTIONS_KEPT, each below INSTRUCTION_SHARE of the window."""
+    found = [p for p in instructions(client, head) if client_tokens[p] <= INSTRUCTION_SHARE * usable_raw]
+    return found[-INSTRUCTIONS_KEPT:]
+
+
 def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, tiers: TierOptions) -> bool:
     """Whether archiving as planned is worth a cache miss: it must shrink the request, and at the archive tier
     or early (where the request still fits) bring it below the prune tier, or the next request would be archived again."""
@@ -147,8 +173,10 @@ def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, ti
 def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason: str, number: int, request: int,
             client: Sequence[Mapping[str, Any]], links: Sequence[str], client_tokens: Sequence[int],
             view: Messages, positions: Sequence[int], view_tokens: Sequence[int], raw_total: int, ratio: float,
-            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0) -> Archived | None:
-    """Archive the oldest turns after the task so the request comes to about ``target`` of the window.
+            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0,
+            tool: str | None = None) -> Archived | None:
+    """Archive the oldest turns after the task so the request comes to about ``target`` of the window (``tool``: the name
+    the request offers Ruyi's recall tool under, which the block then says to call).
 
     ``view`` is the request as pruning left it (the archive in force applied), ``positions`` each of its messages'
     position in the client's request, ``view_tokens`` their raw tokens; None when no turn can go."""
@@ -159,7 +187,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h: end + 1] if m.get("role") == "assistant")
-    block = block_of(options, client, number, h, end, summary)
+    block = block_of(options, client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -167,7 +195,8 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
         "id": "a" + blake2b(f"{number}\x00{links[end]}".encode(), digest_size=6).hexdigest(),
         "number": number, "request": request, "head": h, "end": end, "end_link": links[end], "system": carrier, "keep": list(p.keep),
         "block": block, "block_tokens": block_tokens, "tokens_before": round(raw_total * ratio), "tokens_after": tokens_after,
-        "next_at": tokens_after + round(options.regrow * budget.window), "reason": reason, "turns": turns,
+        "next_at": tokens_after + round(options.regrow * budget.window),
+        "tier_at": tokens_after + regrow_wait(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
         "chunks": [c.chunk_id for c in summary.chunks], "spans": [[c.first, c.last] for c in summary.chunks],
         "summary_source": summary.source,
     }
@@ -175,6 +204,22 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept:])
     final = (*head_positions, *p.keep, *positions[p.kept:])
     return Archived(record, messages, final, tokens_after, raw_after, summary)
+
+
+ROOM_SHARE = 0.5
+"""After an archive the next one waits for the session to regrow by at most this share of the room the archive made
+below the archive tier (and at most ``archive.regrow`` of the window): with a big fixed prefix (Claude Code's system
+prompt and tools) a third of the window is more than the room left, and the next archive would wait for overflow."""
+
+MIN_WAIT = 0.1
+"""…but at least this share of the usable window (not of the window: Claude Code reserves half of it for its answer):
+an archive that made little room is not followed by another at once."""
+
+
+def regrow_wait(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tokens_after: int) -> int:
+    """Tokens a session must regrow by after an archive before the next one at the archive tier."""
+    room = max(0.0, tiers.archive * budget.usable - tokens_after)
+    return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.usable)))
 
 
 SUMMARY_SHARE = 0.045
@@ -189,11 +234,12 @@ def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
 
 
-def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary) -> str:
+def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary,
+             tool: str | None = None) -> str:
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
     turns = sum(1 for m in client[head: end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese)
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ class ChunkLine:
 
 
 def archive_block(number: int, first: int, last: int, turns: int, summary: str, chunks: Sequence[ChunkLine],
-                  listed: int, chinese: bool) -> str:
+                  listed: int, chinese: bool, tool: str | None = None) -> str:
     """The block appended to the system prompt: never silent about what was archived, and how to get it back.
     Nothing in it depends on the session's id, so a replayed conversation gets the same bytes."""
     shown = list(chunks)[-listed:] if listed else []
@@ -36,6 +36,8 @@ def archive_block(number: int, first: int, last: int, turns: int, summary: str, 
             f"需要细节时：在下一条消息里提到分块编号（如 {RECALL_PREFIX}{shown[-1].chunk_id if shown else 'c0'}）或其中的文件名，Ruyi 会把该分块的摘要附上；"
             "人可以用 GET /ruyi/v1/sessions/<会话>/archive?q=… 或 `ruyi archive search <会话> 关键词` 检索（会话编号见响应头 X-Ruyi-Session）。",
         ]
+        if tool:
+            lines.append(f"你也可以直接调用 {tool}：id 填分块编号（{RECALL_PREFIX}c…）或 archive:{number}（本次存档的原始消息），或用 query 检索。")
         title, more = "已存档分块（S2）：", f"- 另有 {older} 个更早的分块（可检索）"
     else:
         lines = [
@@ -47,6 +49,9 @@ def archive_block(number: int, first: int, last: int, turns: int, summary: str, 
             "your next message and Ruyi adds that chunk's summary to it; people can search with GET /ruyi/v1/sessions/SESSION/archive?q=… "
             "or `ruyi archive search SESSION WORDS` (the session is in the X-Ruyi-Session response header).",
         ]
+        if tool:
+            lines.append(f"You can also call {tool} yourself: with id a chunk id ({RECALL_PREFIX}c…) or archive:{number} (the raw "
+                         "messages this archive took), or with query some words to search them.")
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
     lines += ["", "<summary>", summary.strip(), "</summary>", "", title]
     if older:

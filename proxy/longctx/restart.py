@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.chain import SYSTEM_ROLES
+from conversation.task import head_end
 
 Messages = list[dict[str, Any]]
 ARCHIVES = "archives"
@@ -39,13 +39,10 @@ class Restart:
 
 
 def head_size(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many leading messages an archive keeps verbatim: the system messages and the task, the user messages
-    before the first answer (an agent may send a demonstration first and the issue to solve after it)."""
-    first = next((i for i, m in enumerate(messages) if m.get("role") not in SYSTEM_ROLES), len(messages))
-    end = first
-    while end < len(messages) and messages[end].get("role") == "user":
-        end += 1
-    return end
+    """How many leading messages an archive keeps verbatim: the system messages, the agent's preambles (Qwen Code's
+    environment and its acknowledgement, Codex's instructions…) and the task, the user messages before the first
+    answer (an agent may send a demonstration first and the issue to solve after it): conversation.task."""
+    return head_end(messages)
 
 
 def archives_of(decisions: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -13,16 +13,14 @@ from typing import Any
 import structlog
 
 from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
-from conversation.messages import message_text
+from conversation.task import task_text
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of, sized_for
 from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
-from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.options import S0Options
+from proxy.longctx.options import ArchiveOptions, S0Options
 from proxy.longctx.request import RequestMemory
-from proxy.longctx.restart import BLOCK_SEPARATOR
-from proxy.longctx.restart import head_size
+from proxy.longctx.restart import BLOCK_SEPARATOR, head_size
 from proxy.longctx.turns import turns_of
 from redaction.redact import redact
 from summaries.extractive import Extractor, is_chinese
@@ -85,7 +83,7 @@ class LongCtx:
         """Start writing turns, chunks and archives in the background, and removing raw turns older than
         ``retention_days`` every ``sweep_hours`` (in the running event loop)."""
         if self.recall is not None:
-            self.writer = Writer(self.recall, queue_max)  # type: ignore[arg-type] - it writes Recall's items
+            self.writer = Writer(self.recall, queue_max)  # it writes Recall's items
             self.writer.start()
             task = asyncio.get_running_loop().create_task(self._expire_forever(retention_days * 86400, sweep_hours * 3600))
             self._sweeper = task
@@ -96,7 +94,7 @@ class LongCtx:
                 removed = await asyncio.to_thread(self.recall.expire_turns, time.time() - retention_s)
                 if removed:
                     log.info("raw_turns_expired", removed=removed)
-            except Exception:  # noqa: BLE001 - retried at the next interval
+            except Exception:  # retried at the next interval
                 log.warning("raw_turns_expire_failed", exc_info=True)
             await asyncio.sleep(interval_s)
 
@@ -167,7 +165,7 @@ class LongCtx:
                    s1: tuple[int, str, str] | None, size: int) -> Summary:
         chunks, new = self._chunks(mem, client, links, tokens, first, last, count, base)
         digest = digest_of(chunks)
-        task = message_text(client[first - 1]) if first > 0 and client[first - 1].get("role") == "user" else None
+        task = task_text(client, first) if first > 0 else None
         chinese = is_chinese(digest, task)
         if s1 is not None:  # an LLM's S1, and what happened since, extractive
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
@@ -228,7 +226,7 @@ class LongCtx:
         try:
             body = await asyncio.to_thread(archive_body, done, client)
             self._put([ArchiveRow(agent_id, session_id, done.record["id"], done.record["number"], body)])
-        except Exception:  # noqa: BLE001 - the archive is in force all the same (a decision); only its record is missing
+        except Exception:  # a failed preparation is made at the archive instead
             log.warning("archive_keep_failed", exc_info=True)
 
     async def _prepare(self, state: SessionMemory, mem: RequestMemory, m: Any) -> None:
@@ -238,7 +236,7 @@ class LongCtx:
             if self.summarizer is not None:
                 await self.prepare_s1(state, mem, m)
                 await asyncio.to_thread(self.prepare_for, mem, m)  # the summary with the LLM's S1, its block counted
-        except Exception:  # noqa: BLE001 - a failed preparation is made at the archive instead
+        except Exception:  # a failed preparation is made at the archive instead
             log.warning("summary_prepare_failed", exc_info=True)
         finally:
             state.preparing = False
@@ -256,7 +254,7 @@ class LongCtx:
         newest = last + 1
         while newest > start and sum(tokens[newest - 1: last + 1]) < TRACE_TOKENS:
             newest -= 1
-        task = message_text(mem.messages[first - 1]) if first > 0 else None
+        task = task_text(mem.messages, first) if first > 0 else None
         older = await asyncio.to_thread(self.extractor.digest, mem.messages[start:newest], start) if newest > start else None
         if older is not None and not older.empty:
             previous = "\n\n".join(p for p in (previous, compact(older, task, self.options.summary_tokens, m.count_text)) if p)
@@ -281,7 +279,7 @@ class LongCtx:
         first = first if first is not None else mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
         base = mem.restart.archive.get("spans", ()) if mem.restart is not None else ()
         return self.prepare(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, first, mem.prepare_until,
-                            m.count_text, base, mem.prepare_number, m.budget.usable / (m.scale or 1.0))
+                            m.count_text, base, mem.prepare_number, m.budget.usable)
 
     async def drain(self) -> None:
         """Wait for the background work started so far."""
@@ -319,7 +317,7 @@ def archive_body(done: Archived, client: Sequence[Mapping[str, Any]]) -> dict[st
     form) and the normal form; the expanded form is the raw turns it covers (S0)."""
     record = {k: v for k, v in done.record.items() if k not in ("block", "end_link")}
     head = done.record["head"]
-    task = message_text(client[head - 1]) if head > 0 and client[head - 1].get("role") == "user" else None
+    task = task_text(client, head) if head > 0 else None
     digest = digest_of(done.summary.chunks)
     evidence = Extractor().evidence(client[head: done.record["end"] + 1], head)
     normal = redact(compact(digest, task, NORMAL_TOKENS, None, evidence))

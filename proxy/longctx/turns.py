@@ -10,7 +10,6 @@ from memory.store.base import Turn
 from redaction.redact import redact_value
 from summaries.extractive import text_of
 
-
 STORED_CHARS = 256 * 1024
 """The most characters of one string of a message the raw turns keep (its head and tail; what is between is named,
 never silently dropped): one 32 MiB tool output must not become 64 MB of store (the raw turn and its search copy)."""

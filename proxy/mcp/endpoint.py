@@ -34,11 +34,11 @@ def _server(app: web.Application) -> Any:
 
     server: Any = Server(SERVER_NAME)
 
-    @server.list_tools()  # type: ignore[misc]
+    @server.list_tools()
     async def list_tools() -> list[types.Tool]:
         return [types.Tool(name=name, description=spec["description"], inputSchema=spec["inputSchema"]) for name, spec in tools.TOOLS.items()]
 
-    @server.call_tool(validate_input=False)  # type: ignore[misc]
+    @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
         request = server.request_context.request
         agent = request.scope["state"][AGENT_STATE]

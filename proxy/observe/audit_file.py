@@ -32,9 +32,9 @@ class _Rotating(RotatingFileHandler):
 
     def _open(self) -> IO[str]:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        return open(fd, "a", encoding=self.encoding)  # noqa: SIM115 - the handler owns and closes it
+        return open(fd, "a", encoding=self.encoding)  # the handler owns and closes it
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
         self.failed += 1
         if self.failed == 1 or self.failed % 1000 == 0:
             log.warning("audit_file_write_failed", path=self.baseFilename, failed=self.failed)

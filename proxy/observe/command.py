@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def parse_since(text: str, now: float | None = None) -> float:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ValueError(f"--since: {text!r} is not a date (2026-11-24), a date and time (2026-11-24T09:00) or a duration (24h, 7d)") from None
-    return (when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)).timestamp()
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
 def run(args: argparse.Namespace) -> int:

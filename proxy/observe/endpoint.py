@@ -88,8 +88,8 @@ def install(app: web.Application) -> None:
     config = app[appkeys.CONFIG]
     app[appkeys.METRICS] = metrics = RequestMetrics(route_labels(config.default_route, config.routes))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)  # type: ignore[arg-type] - a collector: it has collect()
-    registry.register(AppState(app))  # type: ignore[arg-type]
+    registry.register(metrics)  # a collector: it has collect()
+    registry.register(AppState(app))
     app[REGISTRY] = registry
     app.router.add_get("/metrics", scrape)
 

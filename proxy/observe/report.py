@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from memory.store.base import AuditRecord
@@ -35,7 +35,7 @@ class _Session:
 
 
 def iso(ts: float | None) -> str | None:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts is not None else None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts is not None else None
 
 
 def _pct(values: list[float]) -> dict[str, float | int | None]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from config.schema import Config
 from proxy.keep.keeper import Keeper
+from proxy.know.tokens import PromptTokens, TokenCounter
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Message, Prices, StderrProgress, Tools, format_table, load_trace, replay
-from proxy.know.tokens import PromptTokens, TokenCounter
 
 
 def run_replay(args: argparse.Namespace, config: Config) -> int:

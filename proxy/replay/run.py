@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from proxy.dialects.anthropic import convert
-from proxy.replay.metrics import archive_in, cached_prefix, canonical, invalid_arguments, needles_kept, orphans, request_ends
 from proxy.know.tokens import encoder
+from proxy.replay.metrics import archive_in, cached_prefix, canonical, invalid_arguments, needles_kept, orphans, request_ends
 
 Message = dict[str, Any]
 Tools = list[dict[str, Any]] | None

@@ -11,11 +11,10 @@ from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
 from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
-from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.options import RetrievalOptions
-from proxy.longctx.restart import head_size
-from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, in_force, requested, restart
-from proxy.longctx.retrieval import ALL_AGENTS, query_of, recall, with_recall
+from proxy.longctx.local_recall import recall_from_request
+from proxy.longctx.options import ArchiveOptions, RetrievalOptions
+from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, head_size, in_force, requested, restart
+from proxy.longctx.retrieval import ALL_AGENTS, cited, query_of, recall, with_recall
 
 RECALL_SHARE = 0.15
 """A recalled block is at most this share of the usable window (window less the answer's reserve)."""
@@ -84,10 +83,10 @@ class ArchiveStep:
         m, mem, outcome = ctx.measurement, ctx.longctx, ctx.pruning
         if m is None or mem is None or outcome is None or m.count_text is None:
             return messages  # an archive is kept with the pruning outcome's decisions: without one, none is made
-        outcome.decisions.update(mem.decisions)  # type: ignore[arg-type] - a person's request done
+        outcome.decisions.update(mem.decisions)  # a person's request done
         if not self.options.enabled or mem.requested == "pass":
             return messages
-        small = m.budget.usable / (m.scale or 1.0)  # the summary's budget scaled to a small window (archive.py: sized_for)
+        small = m.budget.usable  # the summary's budget scaled to a small window (archive.py: sized_for), the same in every process
         options, ahead_options = sized_for(self.options, small), sized_for(self.ahead, small)
         before, after = outcome.report.get("usage_before"), outcome.report.get("usage_after")  # tiers keep their meaning
         if isinstance(before, float) and isinstance(after, float):
@@ -132,7 +131,7 @@ class ArchiveStep:
 
         prepared: list[bool] = []
 
-        def summarize(first: int, last: int):  # noqa: ANN202 - the service's Summary
+        def summarize(first: int, last: int):  # the service's Summary
             prepared.append(service.is_prepared(s.agent_id, s.session_id, m.links, first, last, base))
             return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base,
                                      options.summary_tokens)
@@ -140,7 +139,7 @@ class ArchiveStep:
         # after an upstream said too long, the window is smaller than Ruyi thought: aim at a share of what was sent
         budget = replace(m.budget, window=tokens + m.budget.reserve) if mem.overflow else m.budget
         done = archive(options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
-                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead)
+                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead, ctx.recall_tool)
         if done is None:
             return messages
         mem.prepared = bool(prepared and prepared[0])  # its summary was made ahead of need (audit only: timing-dependent)
@@ -216,10 +215,13 @@ class RecallStep:
         def chunk(wanted: str) -> Mapping[str, Any] | None:
             return next((row for row in index.chunk(s.agent_id, wanted) if ours(row)), None)
 
-        usable = m.budget.usable / (m.scale or 1.0)  # a small window gets a smaller block (2,000 tokens from 16k up)
+        usable = m.budget.usable  # a small window gets a smaller block (2,000 tokens from 16k up); never calibrated: every process alike
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
-        block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
-                                   ["*"] if everyone else None)
+        if everyone or cited(text):  # named chunks, other agents' archives: from the store
+            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
+                                       ["*"] if everyone else None)
+        else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
+            block, mem.recall = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
             return messages
         out = list(messages)
@@ -228,7 +230,8 @@ class RecallStep:
         if outcome is not None:
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-            outcome.report["recall"] = {k: v for k, v in mem.recall.items() if k != "latency_ms"}
+            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1,
+                                        "tokens": m.count_text(block)}
         return out
 
 

@@ -35,7 +35,7 @@ class Pipeline:
                 result = step.apply(messages, ctx)
                 if not isinstance(result, list):
                     raise TypeError(f"step returned {type(result).__name__}, not a list of messages")
-            except Exception:  # noqa: BLE001 - fail open: Ruyi must never be why a request fails
+            except Exception:  # fail open: Ruyi must never be why a request fails
                 self.failures[step.name] += 1
                 ctx.facts.setdefault("failed_steps", []).append(step.name)
                 log.warning("step_failed", step=step.name, request_id=ctx.request_id, exc_info=True)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import structlog
 from aiohttp import web
@@ -19,7 +18,8 @@ from proxy.know.window import Window
 from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import ARCHIVES
 from proxy.rewrite.archiving import requested_action
-from proxy.rewrite.body import Built, build, finish, summary_target
+from proxy.rewrite.build import Built, build
+from proxy.rewrite.record import record
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,7 @@ def recall_tool_of(body: dict[str, Any]) -> str | None:
 async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext) -> bytes:
     """The bytes to forward: the client's own unless the mode is ``on`` and something changed. The window is
     known on the loop; measuring and rewriting run in a worker thread (``_prepare``), or on the loop for a small
-    request that needs no store I/O (``_prepare_on_loop``)."""
+    request that needs no store I/O (``_plan_on_loop``, whose ``Plan`` says where the rest runs)."""
     if ctx.mode == "off":
         return raw
     app = request.app
@@ -51,21 +51,22 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     ollama = ctx.route is not None and ctx.route.kind == "ollama"
     try:
         window = await measurer.window(dialect.name, ctx.model or "", body, ollama, request.headers)
-    except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
+    except Exception:  # fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return raw
-    done = _prepare_on_loop(app, dialect, raw, body, ctx, request.headers, ollama, window)
-    measurer.offload.where["on_loop" if isinstance(done, bytes) else "in_thread"] += 1
-    if done is None:
-        forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
-    elif callable(done):  # its turn is taken: the rest runs even if the client goes away meanwhile
-        rest = asyncio.ensure_future(measurer.offload.run(done))
+    plan = _plan_on_loop(app, dialect, raw, body, ctx, request.headers, ollama, window)
+    measurer.offload.where["on_loop" if plan.how == "done" else "in_thread"] += 1
+    if plan.how == "done":
+        assert plan.forwarded is not None
+        forwarded = plan.forwarded
+    elif plan.how == "rest_in_turn":  # its turn is taken: the rest runs even if the client goes away meanwhile
+        rest = asyncio.ensure_future(measurer.offload.run(_rewrite_in_turn, app, dialect, raw, body, plan.messages, ctx, plan.built))
         turn = ctx.measurement.turn if ctx.measurement is not None else None
         rest.add_done_callback(lambda f: f.cancelled() and turn is not None and turn.end())  # shut down before it ran
         forwarded = await asyncio.shield(rest)
     else:
-        forwarded = done
+        forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
     if ctx.measurement is not None:
         measurer.forwarding(ctx.measurement, rewritten=forwarded is not raw)
     longctx = app.get(appkeys.LONGCTX)
@@ -97,14 +98,23 @@ def _measure(app: web.Application, dialect: Dialect, body: dict[str, Any], messa
                                                         agent_id=ctx.agent_id, stored=stored)
     except NeedsStore:
         raise
-    except Exception:  # noqa: BLE001 - fail open: an unmeasured request still goes through
+    except Exception:  # fail open: an unmeasured request still goes through
         app[appkeys.PIPELINE].failures["measure"] += 1
         log.warning("measure_failed", request_id=ctx.request_id, exc_info=True)
         return False
     longctx = app.get(appkeys.LONGCTX)
     if longctx is not None and messages is not None:
-        ctx.longctx = RequestMemory(longctx, messages, scope=headers.get("X-Ruyi-Recall"), target=summary_target(longctx, ctx, headers))
+        ctx.longctx = RequestMemory(longctx, messages, scope=headers.get("X-Ruyi-Recall"), target=_summary_target(longctx, ctx, headers))
     return True
+
+
+def _summary_target(longctx: Any, ctx: RequestContext, headers: Any) -> Any:
+    """Where an LLM summarizer sends this session's summaries (``same``: its own model and route, its client's key)."""
+    if longctx.summarizer is None or ctx.route is None:
+        return None
+    auth = headers.get("Authorization") or ""
+    key = ctx.route.key or (auth[7:].strip() if auth[:7].lower() == "bearer " else None)
+    return longctx.summarizer.target(ctx.model, ctx.route.url, ctx.route.kind, key)
 
 
 def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], messages: list[dict[str, Any]] | None,
@@ -113,47 +123,66 @@ def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: d
     assert ctx.measurement is not None and ctx.measurement.turn is not None
     with ctx.measurement.turn:
         try:
-            return finish(app, ctx, built if built is not None else build(app, dialect, raw, body, messages, ctx))
-        except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
+            return record(app, ctx, built if built is not None else build(app, dialect, raw, body, messages, ctx))
+        except Exception:  # fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
             ctx.longctx = None
             return raw
 
 
-def _prepare_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
-                     headers: Any, ollama: bool, window: Window) -> bytes | Callable[[], bytes] | None:
+@dataclass(frozen=True)
+class Plan:
+    """Where the rest of a request's preparing runs, as decided on the loop (``_plan_on_loop``):
+
+    - ``done``: measured, rewritten and recorded on the loop; ``forwarded`` are the bytes that go out.
+    - ``rest_in_turn``: measured on the loop and its session's turn taken; the rewrite of ``messages`` (or ``built``,
+      when it was already made and only its record has to write to the store) and its record run in a worker thread.
+    - ``all_in_thread``: nothing done yet; measuring, rewriting and recording all run in a worker thread.
+    """
+
+    how: Literal["done", "rest_in_turn", "all_in_thread"]
+    forwarded: bytes | None = None
+    messages: list[dict[str, Any]] | None = None
+    built: Built | None = None
+
+
+ALL_IN_THREAD = Plan("all_in_thread")
+
+
+def _plan_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
+                  headers: Any, ollama: bool, window: Window) -> Plan:
     """A small request measured and rewritten on the loop, sparing the two thread hops, when nothing has to wait:
     its body is at most ``server.loop_rewrite_bytes``, no other thread holds the session registry, its session
-    resolves from memory and has no other request in flight, and nothing it decides needs a durable write. Returns
-    the bytes to forward; or the rest to run in a worker, in the request's turn (already taken); or None when
-    nothing was done (all of it goes to a worker, as for a large body; always with replicas: the store is asked)."""
+    resolves from memory and has no other request in flight, and nothing it decides needs a durable write. Else
+    the rest to run in a worker, in the request's turn (already taken); or all of it in a worker, as for a large
+    body (always with replicas: the store is asked)."""
     measurer = app[appkeys.MEASURER]
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
     if measurer.shared or len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes or not lock.acquire(blocking=False):
-        return None
+        return ALL_IN_THREAD
     try:
         messages = dialect.to_canonical(body)
         try:
             if not _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=False):
-                return raw
+                return Plan("done", forwarded=raw)
         except NeedsStore:
-            return None  # nothing changed yet: resolved again in a worker, with the store
+            return ALL_IN_THREAD  # nothing changed yet: resolved again in a worker, with the store
         m = ctx.measurement
         assert m is not None and m.turn is not None
         if not m.turn.ready() or not _memory_only(app, ctx):  # its session's previous request is still being
-            return functools.partial(_rewrite_in_turn, app, dialect, raw, body, messages, ctx)  # rewritten, or I/O ahead
+            return Plan("rest_in_turn", messages=messages)  # rewritten, or I/O ahead
         try:
             built = build(app, dialect, raw, body, messages, ctx)
             if _writes_now(app, ctx, built):
-                return functools.partial(_rewrite_in_turn, app, dialect, raw, body, messages, ctx, built)
-            out = finish(app, ctx, built)
-        except Exception:  # noqa: BLE001 - fail open: the client's own bytes go through
+                return Plan("rest_in_turn", messages=messages, built=built)
+            out = record(app, ctx, built)
+        except Exception:  # fail open: the client's own bytes go through
             app[appkeys.PIPELINE].failures["rewrite"] += 1
             log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
             out = raw
         m.turn.end()
-        return out
+        return Plan("done", forwarded=out)
     finally:
         lock.release()
 

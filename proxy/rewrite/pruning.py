@@ -103,7 +103,8 @@ class Pruner:
         failures: Counter[str] = Counter()
         base = StrategyContext(count_text, window, window, protected_turns=0,
                                protection=opts.protection, tools=self.tools, min_saving_tokens=opts.min_saving_tokens,
-                               memo=self.memo, usable_tokens=round(usable), recall_tool=recall_tool)
+                               memo=self.memo, usable_tokens=budget.usable, recall_tool=recall_tool)  # never the calibration:
+        # the same request gets the same caps in every process (a restart, a replica), whatever each has learnt
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
         if opts.enabled and prunable:

@@ -7,10 +7,10 @@ from typing import Any
 from config.schema import Config
 from memory.session import How
 from proxy.context import RequestContext
-from proxy.rewrite.pipeline import Step
 from proxy.layout.options import LayoutOptions
 from proxy.layout.step import layout_steps, snapshot_after_system, tokens_planned
 from proxy.rewrite.archiving import ArchiveStep, RecallStep, RestartStep
+from proxy.rewrite.pipeline import Step
 from proxy.rewrite.pruning import Pruner
 
 
@@ -78,8 +78,36 @@ class SnapshotStep:
         return keeper.inject(messages, snapshot)
 
 
+HANDOFFS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # step: (what it reads that an earlier step wrote, what it writes for a later step or for after the answer);
+    # the names are the request's values (``ctx.<name>``, ``ctx.longctx.<name>`` as ``longctx.<name>``)
+    "note": ((), ("new_messages",)),  # read by the keeper after the answer
+    "restart": ((), ("longctx.requested", "longctx.restart", "longctx.positions")),
+    "layout_plan": (("longctx.restart",), ("layout",)),
+    "prune": (("longctx.requested", "longctx.restart", "layout"), ("pruning",)),  # the layout's planned tokens count
+    "archive": (("longctx.requested", "longctx.restart", "pruning"), ("longctx.archived", "longctx.positions", "pruning")),
+    "recall": (("longctx.requested", "longctx.restart", "longctx.archived", "pruning"), ("longctx.recall", "pruning")),
+    "snapshot": (("layout", "longctx.positions"), ("layout.positions",)),
+    "layout": (("layout", "layout.positions", "longctx.archived", "longctx.positions", "pruning"), ("layout.positions",)),
+}
+"""What each step hands the next through the request: the order ``default_steps`` keeps is the one these allow."""
+
+
+def check_handoffs(steps: list[Step]) -> None:
+    """Raise ValueError when a step comes before the step that writes what it reads (``HANDOFFS``; steps not named
+    there are not checked)."""
+    names = [step.name for step in steps]
+    for i, name in enumerate(names):
+        for value in HANDOFFS.get(name, ((), ()))[0]:
+            writers = [n for n in names if value in HANDOFFS.get(n, ((), ()))[1] and n != name]
+            if writers and not any(n in writers for n in names[:i]):
+                raise ValueError(f"the {name!r} step reads {value!r} before any of {writers} writes it")
+
+
 def default_steps(config: Config) -> list[Step]:
     plan, layout = layout_steps(config.layout, config)
-    return [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
-            ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
-            SnapshotStep(config.layout), layout]
+    steps: list[Step] = [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
+                         ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
+                         SnapshotStep(config.layout), layout]
+    check_handoffs(steps)
+    return steps

@@ -137,7 +137,9 @@ def make_app(scripted: Scripted) -> web.Application:
     app.router.add_post("/v1/messages", messages)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/responses", responses)
-    app.router.add_route("*", "/{tail:.*}", lambda r: web.json_response({"ok": True}))
+    app.router.add_post("/v1/chat/completions", chat_dispatch)
+    app.router.add_get("/v1/models", models)
+    app.router.add_route("*", "/{tail:.*}", anything)
     return app
 
 
@@ -193,3 +195,159 @@ async def responses(request: web.Request) -> web.StreamResponse:
         await out.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode())
     await out.write_eof()
     return out
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    """The Codex script over chat completions (a chat-only server behind Ruyi's Responses bridge)."""
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    last = (body.get("messages") or [{}])[-1]
+    done = str(last.get("tool_call_id") or "")
+    step = int(done.rsplit("_", 1)[1]) + 1 if last.get("role") == "tool" and done.startswith("call_script_") else 0
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or ()}
+    command = f"seq {1 + 900 * step} {900 * (step + 1)}"
+    message: dict[str, Any] = {"role": "assistant", "content": FINAL}
+    if step < CODEX_STEPS and tools & {"shell", "exec_command"}:
+        name = "shell" if "shell" in tools else "exec_command"
+        args = {"command": ["bash", "-lc", command]} if name == "shell" else {"cmd": command}
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": f"call_script_{step}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    usage = {"prompt_tokens": max(1, len(json.dumps(body)) // 4), "completion_tokens": 10, "total_tokens": 0}
+    base = {"id": f"chatcmpl-{len(scripted.received)}", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+    if not body.get("stream"):
+        return web.json_response({**base, "object": "chat.completion", "usage": usage,
+                                  "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]})
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
+    else:
+        delta["content"] = message["content"]
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]},
+              {**base, "choices": [], "usage": usage}]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for c in chunks:
+        await out.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+    await out.write(b"data: [DONE]\n\n")
+    await out.write_eof()
+    return out
+# --- OpenAI chat (Qwen Code, opencode) -------------------------------------------------------------------------------
+
+SHELL_TOOLS = ("run_shell_command", "bash", "shell", "Bash")
+TASK_TOOLS = ("task", "Task", "agent")
+CHAT_STEPS = 8
+CHAT_SUBAGENT_AT = 3
+"""The chat script: ``CHAT_STEPS`` shell commands with the sub-agent call at step ``CHAT_SUBAGENT_AT``, then FINAL."""
+
+
+def chat_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def chat_is_subagent(body: dict[str, Any]) -> bool:
+    """A sub-agent's conversation: the sub-agent prompt arrives as a user message (whatever the agent wraps round it)."""
+    return any(m.get("role") == "user" and SUBAGENT in chat_text(m.get("content")) for m in body.get("messages") or ())
+
+
+def chat_step(body: dict[str, Any]) -> int:
+    """One past the newest ``call_script_N`` result among the trailing tool messages (0 for the request itself)."""
+    done: list[int] = []
+    for m in reversed(body.get("messages") or ()):
+        if m.get("role") != "tool":
+            break
+        tid = str(m.get("tool_call_id", ""))
+        if tid.startswith("call_script_"):
+            done.append(int(tid.rsplit("_", 1)[1]))
+    return max(done) + 1 if done else 0
+
+
+def tool_args(tool: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for an offered tool: ours where the schema names them, a plausible value for any other required one."""
+    params = (tool.get("function") or {}).get("parameters") or {}
+    props = params.get("properties") or {}
+    args = {k: v for k, v in values.items() if k in props}
+    for name in params.get("required") or ():
+        if name not in args:
+            kind = (props.get(name) or {}).get("type")
+            enum = (props.get(name) or {}).get("enum")
+            args[name] = enum[0] if enum else False if kind == "boolean" else 0 if kind in ("integer", "number") else name
+    return args
+
+
+def chat_answer(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The next move: ``("", call)`` for a tool call, ``(text, None)`` for an answer."""
+    tools = {(t.get("function") or {}).get("name"): t for t in body.get("tools") or () if isinstance(t, dict)}
+    if not tools:
+        return "Listing files", None  # a side request: a title, a summary, a check
+    if chat_is_subagent(body):
+        return SUB_RESULT, None
+    step = chat_step(body)
+    if step >= CHAT_STEPS:
+        return FINAL, None
+    if step == CHAT_SUBAGENT_AT:
+        name = next((n for n in TASK_TOOLS if n in tools), None)
+        agent_types: list[Any] = []
+        if name:
+            prop = ((tools[name].get("function") or {}).get("parameters") or {}).get("properties", {}).get("subagent_type") or {}
+            agent_types = prop.get("enum") or []
+        values = {"description": "Count lines", "prompt": SUBAGENT,
+                  "subagent_type": "general" if "general" in agent_types or not agent_types else agent_types[0]}
+    else:
+        name = next((n for n in SHELL_TOOLS if n in tools), None)
+        values = {"command": f"seq {1 + 900 * step} {900 * (step + 1)}", "description": "Print numbers", "is_background": False}
+    if name is None:
+        return FINAL, None
+    return "", {"id": f"call_script_{step}", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(tool_args(tools[name], values))}}
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    scripted = request.app[SCRIPTED]
+    body = await request.json()
+    scripted.received.append(body)
+    scripted.headers.append(dict(request.headers))
+    text, call = chat_answer(body)
+    finish = "tool_calls" if call else "stop"
+    prompt = max(1, len(json.dumps(body)) // 4)
+    usage = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}
+    base = {"id": f"chatcmpl-script-{len(scripted.received)}", "created": 0, "model": body.get("model")}
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if call:
+            message["tool_calls"] = [call]
+        return web.json_response({**base, "object": "chat.completion", "usage": usage,
+                                  "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+    chunks: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if text:
+        chunks.append({"content": text})
+    if call:
+        chunks.append({"tool_calls": [{"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        chunks.append({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]})
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for delta in chunks:
+        chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        await out.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    last = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
+    await out.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+    await out.write_eof()
+    return out
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "qwen3-coder-plus", "object": "model"}]})
+
+
+async def anything(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def chat_dispatch(request: web.Request) -> web.StreamResponse:
+    """OpenAI chat: Codex's script through Ruyi's Responses bridge (``mode="codex"``), else Qwen Code's and opencode's."""
+    if request.app[SCRIPTED].mode == "codex":
+        return await chat(request)
+    return await chat_completions(request)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from proxy.http.app import make_app
 from proxy.http.exposure import server_options
@@ -22,7 +21,10 @@ from tests.conftest import base_url, config_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".agents" / "node_modules" / ".bin" / "claude"
-pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code is not installed: `make agents` installs the pinned CLIs into .agents/")
+pytestmark = [
+    pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code is not installed: `make agents` installs the pinned CLIs into .agents/"),
+    pytest.mark.timeout(300),  # a real agent CLI, its own 240 s wait inside
+]
 
 
 async def test_claude_code_gets_an_original_back_through_ruyis_recall_tool(aiohttp_server: Any, tmp_path: Path) -> None:
@@ -45,7 +47,7 @@ async def test_claude_code_gets_an_original_back_through_ruyis_recall_tool(aioht
         cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 180)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise

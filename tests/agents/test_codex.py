@@ -23,7 +23,10 @@ from tests.conftest import base_url, config_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CODEX = ROOT / ".agents" / "node_modules" / ".bin" / "codex"
-pytestmark = pytest.mark.skipif(not CODEX.exists(), reason="Codex is not installed: `make agents` installs the pinned CLIs into .agents/")
+pytestmark = [
+    pytest.mark.skipif(not CODEX.exists(), reason="Codex is not installed: `make agents` installs the pinned CLIs into .agents/"),
+    pytest.mark.timeout(300),  # a real agent CLI, its own 240 s wait inside
+]
 REQUEST = "Print the numbers with seq as told, then say you are done."
 CONFIG = """model = "gpt-5-codex"
 model_provider = "ruyi"
@@ -46,18 +49,21 @@ async def run_codex(proxy_url: str, workdir: Path, home: Path) -> tuple[int, str
         cwd=workdir, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise
     return proc.returncode or 0, out.decode(errors="replace")
 
 
-@pytest.fixture
-async def codex_run(aiohttp_server: Any, tmp_path: Path) -> dict[str, Any]:
-    scripted = Scripted()
+@pytest.fixture(params=["responses", "chat-only"])
+async def codex_run(aiohttp_server: Any, tmp_path: Path, request: Any) -> dict[str, Any]:
+    """Against a server with the Responses API, and against a chat-only one (llama.cpp, vLLM) with ``translate: true``."""
+    scripted = Scripted(mode="codex")
     model = await aiohttp_server(scripted_app(scripted))
-    cfg = config_for(base_url(model) + "/v1", "openai", window={"models": {"gpt-5*": 16000}}, store={"data_dir": str(tmp_path / "ruyi")})
+    route = {"translate": True} if request.param == "chat-only" else {}
+    cfg = config_for(base_url(model) + "/v1", "openai", window={"models": {"gpt-5*": 16000}}, store={"data_dir": str(tmp_path / "ruyi")},
+                     default_route=route)
     app: web.Application = make_app(cfg, default_steps(cfg), probe_upstream=False)
     proxy = await aiohttp_server(app, **server_options(cfg))
     work, home = tmp_path / "work", tmp_path / "home"
@@ -71,7 +77,13 @@ async def codex_run(aiohttp_server: Any, tmp_path: Path) -> dict[str, Any]:
         for agent in agents:
             async with http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": agent["agent_id"]}) as resp:
                 sessions += (await resp.json())["sessions"]
-    return {"code": code, "output": output, "scripted": scripted, "sessions": sessions}
+    return {"code": code, "output": output, "scripted": scripted, "sessions": sessions, "chat": request.param == "chat-only"}
+
+
+def chat_paired(body: dict[str, Any]) -> bool:
+    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    calls = {c.get("id") for m in messages for c in m.get("tool_calls") or ()}
+    return calls == {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
 
 
 def paired(body: dict[str, Any]) -> bool:
@@ -84,9 +96,10 @@ def paired(body: dict[str, Any]) -> bool:
 async def test_codex_completes_through_ruyi_measured_and_archived(codex_run: dict[str, Any]) -> None:
     assert codex_run["code"] == 0 and FINAL in codex_run["output"], codex_run["output"][-3000:]
     scripted: Scripted = codex_run["scripted"]
-    main = [b for b in scripted.received if REQUEST in json.dumps(b.get("input"))]
+    main = [b for b in scripted.received if REQUEST in json.dumps(b.get("messages") if codex_run["chat"] else b.get("input"))]
     assert len(main) == CODEX_STEPS + 1, len(main)
-    assert all(paired(b) for b in scripted.received), "every call with its output, every output with its call"
+    check = chat_paired if codex_run["chat"] else paired
+    assert all(check(b) for b in scripted.received), "every call with its output, every output with its call"
     assert any("ruyi-archive" in json.dumps(b) for b in main), "the session was archived as it grew"
     busiest = max(codex_run["sessions"], key=lambda s: s["requests"])
     assert busiest["requests"] == len(main)  # one Ruyi session for the conversation

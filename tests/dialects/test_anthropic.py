@@ -60,7 +60,7 @@ def test_the_canonical_form_carries_every_block() -> None:
 def test_a_body_no_step_changes_is_the_same_object() -> None:
     original = body()
     messages = ANTHROPIC_MESSAGES.to_canonical(original)
-    assert ANTHROPIC_MESSAGES.with_messages(original, messages, messages) is original  # type: ignore[arg-type]
+    assert ANTHROPIC_MESSAGES.with_messages(original, messages, messages) is original
 
 
 def rewritten(replacements: list[Replacement]) -> tuple[dict[str, Any], dict[str, Any]]:

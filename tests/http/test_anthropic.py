@@ -194,9 +194,9 @@ async def test_context_management_is_forwarded_untouched_and_its_clearing_is_cou
 
 async def test_a_request_no_step_changes_is_forwarded_byte_for_byte(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("anthropic")
-    raw = ('{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
-           '{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
-           ' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }').encode()
+    raw = (b'{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
+           b'{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
+           b' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }')
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/messages", data=raw, headers={"Content-Type": "application/json"}) as resp:
             assert resp.status == 200

@@ -83,7 +83,7 @@ async def test_agents_sdk_chat_completions_model_requests(make_proxy: MakeProxy,
     proxy = await make_proxy()
     client = openai.AsyncOpenAI(base_url=base_url(proxy) + "/v1", api_key="sk-client", default_headers={"X-Ruyi-Agent": "agents"})
     for messages in (AGENT_TURN, AGENT_TURN + AGENT_RESULT):
-        raw = await client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=[AGENT_TOOL], stream=stream)  # type: ignore[call-overload]
+        raw = await client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=[AGENT_TOOL], stream=stream)
         assert raw.headers["x-ruyi-session"] and raw.headers["x-ruyi-tokens-before"]  # measured: the rewriting endpoint
         if stream:
             async for _ in raw.parse():  # type: ignore[union-attr]

@@ -57,3 +57,33 @@ async def test_without_memory_or_workspace_the_count_is_the_upstreams(make_proxy
     proxy = await make_proxy("anthropic")
     raw = await asyncio.to_thread(client(base_url(proxy)).messages.with_raw_response.count_tokens, model=MODEL, messages=MESSAGES)
     assert raw.parse().input_tokens == 1234 and "X-Ruyi-Layout-Tokens" not in raw.headers
+
+
+async def test_the_count_of_an_archived_session_is_what_ruyi_would_forward_and_decides_nothing(make_proxy: MakeProxy, fake: FakeUpstream,
+                                                                                              upstream: Any) -> None:
+    import aiohttp
+
+    from tests.rewrite.test_anthropic_session import WINDOW, conversation
+    proxy = await make_proxy("anthropic", window=WINDOW, **PINNED)
+    headers = {"X-Ruyi-Agent": "cc"}
+    async with aiohttp.ClientSession() as http:
+        for turns in range(1, 60):
+            async with http.post(base_url(proxy) + "/v1/messages", json=conversation(turns), headers=headers) as resp:
+                assert resp.status == 200
+                if "X-Ruyi-Archived" in resp.headers:
+                    break
+        sid = resp.headers["X-Ruyi-Session"]
+        async with http.get(base_url(proxy) + f"/ruyi/v1/sessions/{sid}", headers=headers) as got:
+            requests = (await got.json())["requests"]
+        body = {k: v for k, v in conversation(turns + 1).items() if k in ("model", "system", "tools", "messages", "thinking")}
+        async with http.post(base_url(proxy) + "/v1/messages/count_tokens", json=body, headers=headers) as counted:
+            assert counted.status == 200 and counted.headers["X-Ruyi-Count-Of"] == "forwarded"
+            simulated = (await counted.json())["input_tokens"]
+        async with http.post(base_url(upstream) + "/v1/messages/count_tokens", json=body) as own:
+            full = (await own.json())["input_tokens"]
+        assert simulated < 0.8 * full  # the archive and pruning in force, not the history the client holds
+        async with http.get(base_url(proxy) + f"/ruyi/v1/sessions/{sid}", headers=headers) as got:
+            assert (await got.json())["requests"] == requests  # counting decided nothing
+        fresh = {**body, "messages": [{"role": "user", "content": "A new task."}]}
+        async with http.post(base_url(proxy) + "/v1/messages/count_tokens", json=fresh, headers=headers) as counted:
+            assert counted.headers["X-Ruyi-Count-Of"] == "sent"

@@ -113,11 +113,11 @@ async def test_client_disconnects_release_upstream_connections(make_proxy: MakeP
             resp.close()
     connector = proxy.app[appkeys.CLIENT].connector
     for _ in range(100):
-        if fake.active_streams == 0 and not connector._acquired:  # noqa: SLF001 - the pool's own bookkeeping
+        if fake.active_streams == 0 and not connector._acquired:  # the pool's own bookkeeping
             break
         await asyncio.sleep(0.05)
     assert fake.active_streams == 0
-    assert not connector._acquired  # noqa: SLF001
+    assert not connector._acquired
     assert fake.finished_streams == 0
 
 

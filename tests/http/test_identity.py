@@ -141,3 +141,28 @@ def test_configured_agents_are_checked() -> None:
         config_for("http://127.0.0.1:1", auth={"keys": ["same-000001"], "admin_key": "same-000001"})
     config = config_for("http://127.0.0.1:1", auth={"keys": ["plain-0001", {"key": "env:RUYI_TEST_UNSET_KEY", "agent": "b"}]})
     assert config.auth.key_agents == {"plain-0001": agent_of_key("plain-0001")}
+
+
+async def test_the_agents_list_shows_every_agent_to_the_admin_key_and_a_client_key_its_own(make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy(auth={"keys": [{"key": KEY_A, "agent": "agent-a"}, KEY_B], "admin_key": "ruyi-admin-0003"})
+    async with aiohttp.ClientSession() as http:
+        await chat(http, proxy, conversation("a"), X_Ruyi_Key=KEY_A)
+        await chat(http, proxy, conversation("b"), X_Ruyi_Key=KEY_A)
+        await chat(http, proxy, conversation("c"), X_Ruyi_Key=KEY_B)
+        status, listed = await admin(http, proxy, "/agents", X_Ruyi_Key="ruyi-admin-0003")
+        assert status == 200
+        counts = {r["agent_id"]: r["sessions"] for r in listed["agents"]}
+        assert counts["agent-a"] == 2 and sum(counts.values()) == 3 and len(counts) == 2
+        assert all(r["last_seen"] > 0 for r in listed["agents"])
+        status, own = await admin(http, proxy, "/agents", X_Ruyi_Key=KEY_A)
+        assert status == 200 and [r["agent_id"] for r in own["agents"]] == ["agent-a"]
+        assert (await admin(http, proxy, "/agents"))[0] == 401
+
+
+async def test_with_no_keys_a_local_caller_finds_where_a_keyless_client_landed(make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy()
+    async with aiohttp.ClientSession() as http:
+        await chat(http, proxy, conversation("a"), Authorization="Bearer sk-ant-some-upstream-key-0001")
+        status, listed = await admin(http, proxy, "/agents")
+        assert status == 200 and [r["agent_id"].startswith("k-") for r in listed["agents"]] == [True]
+        assert listed["agents"][0]["sessions"] == 1

@@ -108,3 +108,35 @@ async def test_a_chained_request_is_forwarded_as_sent(make_proxy: MakeProxy, fak
         async with http.post(base_url(proxy) + "/v1/responses", data=raw, headers={"Content-Type": "application/json"}) as resp:
             assert resp.status == 200
     assert fake.last("/v1/responses").body == raw  # the chain is the provider's: never broken
+
+
+async def test_a_responses_client_reaches_a_chat_only_server_with_translate(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """Codex or the Agents SDK in front of llama.cpp, vLLM or Ollama's /v1: translated to chat completions and back."""
+    proxy = await make_proxy(default_route={"translate": True})
+    c = client(proxy)
+    whole = await c.responses.create(model="qwen2.5-coder", instructions="Be brief.", input="Hello", max_output_tokens=50)
+    assert whole.output_text == fake.reply and whole.usage is not None and whole.usage.input_tokens > 0
+    sent = fake.last("/v1/chat/completions").json
+    assert sent["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}] and sent["max_tokens"] == 50
+    stream = await c.responses.create(model="qwen2.5-coder", input=[{"role": "user", "content": "Hi"}], stream=True)
+    text, kinds = "", []
+    async for event in stream:
+        kinds.append(event.type)
+        if event.type == "response.output_text.delta":
+            text += event.delta
+    assert text == fake.reply and kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    asked = await c.responses.create(model="qwen2.5-coder", input=[{"role": "user", "content": "List files"}], tools=[SHELL])
+    call = asked.output[-1]
+    assert call.type == "function_call" and call.name == "shell" and json.loads(call.arguments) == {"path": "README.md"}
+    assert fake.last("/v1/chat/completions").json["tools"][0]["function"]["name"] == "shell"
+    streamed = await c.responses.create(model="qwen2.5-coder", input=[{"role": "user", "content": "List files"}], tools=[SHELL], stream=True)
+    done = [e async for e in streamed if e.type == "response.completed"]
+    assert done and done[0].response.output[-1].type == "function_call"
+    follow = await c.responses.create(model="qwen2.5-coder", tools=[SHELL], input=[
+        {"role": "user", "content": "List files"}, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+        {"type": "function_call", "call_id": call.call_id, "name": "shell", "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "README.md"}])
+    assert follow.output_text == fake.reply
+    sent = fake.last("/v1/chat/completions").json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"] and sent[1]["tool_calls"][0]["id"] == call.call_id
+    assert "gAAAA" not in json.dumps(sent)  # reasoning means nothing to a chat server

@@ -35,7 +35,7 @@ async def test_an_anthropic_client_reaches_an_openai_upstream_through_litellm(ma
     assert text == fake.reply
     read: Any = {"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
     asked = await client.messages.create(model="gpt-4o", max_tokens=50, tools=[read], messages=[{"role": "user", "content": "Read it"}])
-    assert asked.content[-1].type == "tool_use" and asked.content[-1].input == {"path": "README.md"}  # type: ignore[union-attr]
+    assert asked.content[-1].type == "tool_use" and asked.content[-1].input == {"path": "README.md"}
 
 
 async def test_an_openai_client_reaches_an_anthropic_upstream_through_litellm(make_proxy: MakeProxy, fake: FakeUpstream) -> None:

@@ -26,8 +26,7 @@ async def test_a_kill_during_compaction_leaves_the_last_good_version(upstream: T
         assert before["pending"] is True
         fake.fault = "hold"  # the summarizer is asked, and never answers
         compacting = asyncio.create_task(call(http, "POST", ruyi.url + "/ruyi/v1/notebook/compact", agent="a"))
-        while not any(r.path == "/v1/chat/completions" for r in fake.received):
-            await asyncio.sleep(0.02)
+        await fake.wait_for(lambda r: r.path == "/v1/chat/completions")
         await ruyi.kill()
         try:
             await compacting

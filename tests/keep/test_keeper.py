@@ -39,8 +39,7 @@ async def test_compaction_waits_while_a_request_of_the_agent_or_its_sub_agent_is
     assert (await fill(proxy, "a"))["pending"] and (await fill(proxy, "b"))["pending"]
     fake.fault = "hold"
     in_flight = asyncio.create_task(post(proxy, [{"role": "user", "content": "hi"}], headers={"X-Ruyi-Agent": "a/helper"}))
-    while not fake.received:
-        await asyncio.sleep(0.01)
+    await fake.wait_for()
     assert await keeper.compact_idle() == ["b"]  # a's sub-agent is busy: a waits; b is idle
     assert (await notebook(proxy, "a"))["pending"] is True
     fake.held.set()

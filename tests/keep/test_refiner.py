@@ -134,8 +134,7 @@ async def test_an_archives_proposals_come_from_the_summarizer_and_no_request_wai
     fake.summary_reply = json.dumps({"user": ["Prefers small commits with clear messages"], "environment": ["Python 3.11.7 in /repo"],
                                      "decisions": ["Validate empty input inside parse()"], "constraints": ["The public API stays as it is"]})
     sid = await archive_once(proxy)
-    while not any(str(r.json["messages"][0]["content"]).startswith("You are Ruyi's notary") for r in fake.received if r.path == "/v1/chat/completions"):
-        await asyncio.sleep(0.01)
+    await fake.wait_for(lambda r: r.path == "/v1/chat/completions" and str(r.json["messages"][0]["content"]).startswith("You are Ruyi's notary"))
     nb, proposed = await memory(proxy)  # the summarizer has not answered: nothing proposed yet, not even extractively
     assert nb["sections"]["user"]["entries"] == [] and proposed == {}
     assert any(f"session {sid}: archive 1" in e["text"] for e in nb["sections"]["dynamic"]["entries"])  # the pool line is Ruyi's own

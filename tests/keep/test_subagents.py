@@ -134,6 +134,28 @@ async def test_on_postgres_a_restart_still_recognises_the_child_from_the_kept_ta
     assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
 
 
+async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_recognised_and_shows_its_parent(
+        make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    from tests.conversation.agent_bodies import CLAUDE_REMINDER_AFTER, CLAUDE_REMINDER_BEFORE
+    proxy = await make_proxy()
+    parent = await start_parent(proxy, fake)
+    blocks: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
+              {"role": "user", "content": [{"type": "text", "text": CLAUDE_REMINDER_BEFORE}, {"type": "text", "text": PROMPTS[0]},
+                                           {"type": "text", "text": CLAUDE_REMINDER_AFTER}]}]
+    one_text: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
+                {"role": "user", "content": CLAUDE_REMINDER_BEFORE + PROMPTS[1] + "\n" + CLAUDE_REMINDER_AFTER}]
+    for opening in (blocks, one_text):
+        resp = await post(proxy, opening, headers={"X-Ruyi-Agent": "a"})
+        child_id = resp.headers["X-Ruyi-Session"]
+        assert child_id != parent
+        assert fake.last().json["messages"][0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+        async with aiohttp.ClientSession() as http:
+            got = await http.get(base_url(proxy) + f"/ruyi/v1/sessions/{child_id}", headers={"X-Ruyi-Agent": "a"})
+            assert got.status == 200 and (await got.json())["parent_id"] == parent
+            listed = await http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": "a"})
+            assert {s["session_id"]: s["parent_id"] for s in (await listed.json())["sessions"]}[child_id] == parent
+
+
 async def test_a_child_sees_its_own_notebook_never_its_parents_as_its_own(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy()
     async with aiohttp.ClientSession() as http:

@@ -15,6 +15,7 @@ import pytest
 import tiktoken
 
 from memory.chain import chain_of
+from proxy.know.options import TokenOptions
 from proxy.know.tokens import (
     REPLY_PRIMING,
     TOKENS_PER_MESSAGE,
@@ -23,7 +24,6 @@ from proxy.know.tokens import (
     encoder,
     encoding_name_for,
 )
-from proxy.know.options import TokenOptions
 from tests.traces import load, trace_files
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from proxy.know.options import OllamaOptions, WindowOptions
 from proxy.know.window import (
     Budget,
     OllamaWindows,
@@ -25,7 +26,6 @@ from proxy.know.window import (
     truncation_suspected,
     window_for,
 )
-from proxy.know.options import OllamaOptions, WindowOptions
 
 REPO = Path(__file__).resolve().parents[2]
 

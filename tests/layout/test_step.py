@@ -3,14 +3,10 @@ the stable part byte for byte on every request of a session, the per-request blo
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import aiohttp
-import anthropic
-import ollama
-import openai
 
 from tests.api.test_anchors_api import FIELDS, call
 from tests.conftest import MakeProxy, base_url

@@ -30,10 +30,10 @@ async def test_a_replay_prices_the_llm_summarizers_calls_like_requests(upstream:
         return replay(session(30), None, ruyi, 8000, Cl100kCounter(), Prices())
 
     with_llm, extractive = await asyncio.to_thread(run, llm), await asyncio.to_thread(run, {})
-    assert summarizer_requests(fake) and with_llm.totals.summarizer_tokens > 0 and extractive.totals.summarizer_tokens == 0  # type: ignore[attr-defined]
-    priced = sum(Prices().cost(r.tokens_sent, r.cached) for r in with_llm.rows)  # type: ignore[attr-defined]
-    assert abs(sum(r.cost for r in with_llm.rows) - (priced + with_llm.totals.summarizer_tokens)) < 1e-6  # type: ignore[attr-defined]
-    assert with_llm.totals.archives >= 1 and extractive.totals.archives >= 1  # type: ignore[attr-defined] - summaries of other sizes: archives elsewhere
+    assert summarizer_requests(fake) and with_llm.totals.summarizer_tokens > 0 and extractive.totals.summarizer_tokens == 0
+    priced = sum(Prices().cost(r.tokens_sent, r.cached) for r in with_llm.rows)
+    assert abs(sum(r.cost for r in with_llm.rows) - (priced + with_llm.totals.summarizer_tokens)) < 1e-6
+    assert with_llm.totals.archives >= 1 and extractive.totals.archives >= 1  # summaries of other sizes: archives elsewhere
 
 
 def test_ruyi_replay_shows_the_archives_and_counts_needles_once_archived(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,5 +64,5 @@ def test_an_archive_comes_early_where_prefix_caching_makes_it_pay_and_finds_its_
     assert all(prepared for _, _, prepared, _ in early)  # planned at an earlier request, its summary made ahead
     assert all(r["reason"] != "economic" for _, r, _, _ in late)
     assert all(b["tokens_before"] - a["tokens_after"] >= window // 3 for (_, a, _, _), (_, b, _, _) in zip(early, early[1:]))  # no loop
-    assert early_totals.cost_ratio < late_totals.cost_ratio  # type: ignore[attr-defined]
-    assert early_totals.needles_kept == late_totals.needles_kept == 1.0 and early_totals.orphans == 0  # type: ignore[attr-defined]
+    assert early_totals.cost_ratio < late_totals.cost_ratio
+    assert early_totals.needles_kept == late_totals.needles_kept == 1.0 and early_totals.orphans == 0

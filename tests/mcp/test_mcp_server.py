@@ -187,3 +187,20 @@ async def test_placeholders_say_to_call_recall_when_the_request_offers_it(make_p
     told = [r.json["messages"][-1]["content"] for r in fake.received if r.path == "/v1/chat/completions"]
     assert "original kept for a person or tool as ref r" in told[0] and "mcp__ruyi__recall" not in told[0]
     assert re.search(r"call mcp__ruyi__recall with id r[0-9a-f]{12} to get it back", told[1])
+
+
+def test_the_archive_block_says_to_call_recall_when_the_request_offers_it() -> None:
+    from proxy.longctx.block import archive_block
+
+    plain = archive_block(2, 3, 40, 12, "the summary", [], 6, False)
+    told = archive_block(2, 3, 40, 12, "the summary", [], 6, False, "mcp__ruyi__recall")
+    assert "mcp__ruyi__recall" not in plain
+    assert "call mcp__ruyi__recall yourself" in told and "archive:2" in told
+    assert "mcp__ruyi__recall" in archive_block(2, 3, 40, 12, "摘要", [], 6, True, "mcp__ruyi__recall")
+
+
+def test_the_reminder_names_recall_when_offered() -> None:
+    from proxy.layout.sections import REMINDER_EN, reminder
+
+    assert reminder(False) == REMINDER_EN and "mcp__ruyi__recall" in reminder(False, "mcp__ruyi__recall")
+    assert "recall" in reminder(True, "recall")

@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream
-from tests.traces import load, requests_of, trace_files
 from tests.memory.ruyi_process import RuyiProcess, forwarded, replay, rewritten_links
+from tests.traces import load, requests_of, trace_files
 
 SESSIONS = 50
 REQUESTS_EACH = 12

@@ -16,7 +16,6 @@ from aiohttp.test_utils import TestServer
 from memory.store.sqlite_schema import LATEST
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream
-from tests.traces import load, requests_of, trace_files
 from tests.memory.ruyi_process import (
     RuyiProcess,
     forwarded,
@@ -24,6 +23,8 @@ from tests.memory.ruyi_process import (
     rewritten_links,
     wait_for,
 )
+from tests.traces import load, requests_of, trace_files
+
 
 def trace() -> Path:
     return trace_files()[3]  # 43 requests; sticky decisions (an archive, pruning) early on at this window

@@ -114,7 +114,7 @@ def rows_holding(url: str, text: str) -> dict[str, int]:
     with psycopg.connect(url) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()]
         for table in tables:
-            row = conn.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s OR t::text LIKE %s',  # type: ignore[call-overload]
+            row = conn.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s OR t::text LIKE %s',
                                (f"%{text}%", f"%{text.encode().hex()}%")).fetchone()
             if row[0]:
                 found[table] = row[0]

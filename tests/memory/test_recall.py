@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from memory.store.base import ArchiveRow, ChunkRow, Turn
-from memory.store.sqlite_recall import Recall, index_text, terms
 from memory.store.pg_recall import PgRecall
+from memory.store.sqlite_recall import Recall, index_text, terms
 
 MakeRecall = Callable[[], Any]
 

@@ -6,8 +6,8 @@ import copy
 import json
 import random
 import sqlite3
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +16,10 @@ from config.load import load_config
 from memory.chain import chain_of
 from memory.session import How, SessionOptions
 from memory.sessions import SessionRegistry
-from memory.store.sqlite_store import SQLiteStore
 from memory.store.base import Report, Store
-from proxy.replay.offline import OfflineRuyi
+from memory.store.sqlite_store import SQLiteStore
 from proxy.know.tokens import TokenCounter
+from proxy.replay.offline import OfflineRuyi
 from tests.traces import load, requests_of, trace_files
 
 Messages = list[dict[str, Any]]

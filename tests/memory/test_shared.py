@@ -72,7 +72,7 @@ def test_every_write_moves_the_version_even_from_a_stale_copy(make_store: MakeSt
     s = step(a, 1).session
     assert s.version == 1 == a.store.session_version("agent", s.session_id)  # type: ignore[union-attr]
     step(b, 2)
-    stale = a._agents["agent"].sessions[s.session_id]  # noqa: SLF001 - what a's memory still holds
+    stale = a._agents["agent"].sessions[s.session_id]  # what a's memory still holds
     assert stale.version == 1 and a.store.session_version("agent", s.session_id) == 2  # type: ignore[union-attr]
     a.record("agent", s.session_id, tier="prune")  # written without the lock, from the stale copy
     a.flush()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,7 +83,7 @@ def test_vacuum_gives_space_back_in_small_steps_until_none_is_left(tmp_path: Pat
     monkeypatch.setattr(memory.sweep, "PAGES", 4)
     store = SQLiteStore(path)
     statements: list[str] = []
-    store._conn.set_trace_callback(statements.append)  # noqa: SLF001 - watching the real connection, nothing replaced
+    store._conn.set_trace_callback(statements.append)  # watching the real connection, nothing replaced
     assert sweep(SerializedRegistry(SessionRegistry(SessionOptions(ttl_days=14), store=store))) == 100
     steps = [s for s in statements if "incremental_vacuum" in s]
     assert len(steps) > 2 and all(s.endswith("incremental_vacuum(4)") for s in steps)  # never one long vacuum

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.context import RequestContext
 from tests.conftest import MakeProxy, base_url, config_for, free_port
-from tests.http.test_local_only import over_unix_socket
 from tests.fake_upstream import FakeUpstream
+from tests.http.test_local_only import over_unix_socket
 from tests.longctx.sessions import session
 from tests.rewrite.test_decisions import WINDOW, rereads
 from tests.summaries.test_llm import SUMMARY, run

@@ -29,7 +29,7 @@ def test_unknown_strategies_reasons_and_routes_are_folded_into_other() -> None:
     m.record("/v1/chat/completions", Route(model="never-configured"), "openai", 200, facts, None, None)
     m.record("/v1/chat/completions", gpt, "openai", 200, facts, 5.0, 1.0)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(m)  # type: ignore[arg-type]
+    registry.register(m)
     text = generate_latest(registry).decode()
     values = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert values[("ruyi_requests_total", (("dialect", "openai"), ("endpoint", "/v1/chat/completions"), ("route", "other"), ("status", "200")))] == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -71,7 +71,7 @@ async def test_since_keeps_only_the_records_from_then_on(make_proxy: MakeProxy, 
     for n in (1, 2):
         await chat(first, rereads(n), "a")
     await first.close()  # written before the cut
-    cut = datetime.now(timezone.utc).isoformat()
+    cut = datetime.now(UTC).isoformat()
     second = await make_proxy()
     for n in (1, 2, 3):
         await chat(second, rereads(n), "c")
@@ -84,8 +84,8 @@ async def test_since_keeps_only_the_records_from_then_on(make_proxy: MakeProxy, 
 
 
 def test_since_accepts_dates_times_and_durations_and_refuses_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
-    assert parse_since("2026-11-24") == datetime(2026, 11, 24, tzinfo=timezone.utc).timestamp()
-    assert parse_since("2026-11-24T09:00+01:00") == datetime(2026, 11, 24, 8, tzinfo=timezone.utc).timestamp()
+    assert parse_since("2026-11-24") == datetime(2026, 11, 24, tzinfo=UTC).timestamp()
+    assert parse_since("2026-11-24T09:00+01:00") == datetime(2026, 11, 24, 8, tzinfo=UTC).timestamp()
     assert parse_since("24h", now=100_000.0) == 100_000.0 - 86_400 and parse_since("2w", now=2e6) == 2e6 - 14 * 86_400
     assert main(["report", "--since", "last tuesday"]) == 2
     assert "--since" in capsys.readouterr().err

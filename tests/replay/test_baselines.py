@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bench.savings.savings import baselines
-from proxy.replay.run import Cl100kCounter, Message, replay
 from proxy.replay.metrics import orphans
+from proxy.replay.run import Cl100kCounter, Message, replay
 from tests.replay.conversations import TOOLS, conversation
 
 COUNT = Cl100kCounter()

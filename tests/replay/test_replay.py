@@ -21,8 +21,8 @@ from proxy.replay.run import (
     request_ends,
 )
 from tests.replay.conversations import TOOLS, call, conversation, result
+from tests.traces import TRACES, needs_traces
 
-from tests.traces import TRACES, needs_traces  # noqa: E402, F401
 COUNT = Cl100kCounter()
 
 

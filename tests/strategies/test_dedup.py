@@ -11,7 +11,6 @@ import pytest
 from strategies.base import Replacement
 from strategies.conversation import analyze
 from strategies.dedup import Dedup, overlaps
-from tests.traces import load, requests_of, trace_files
 from tests.strategies.factories import (
     bash,
     conversation,
@@ -20,6 +19,7 @@ from tests.strategies.factories import (
     make_ctx,
     step,
 )
+from tests.traces import load, requests_of, trace_files
 
 BODY = lines("code", 40)
 

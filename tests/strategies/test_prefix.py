@@ -12,7 +12,6 @@ from strategies.base import StrategyContext
 from strategies.conversation import Conversation, analyze
 from strategies.prefix import Prefix
 from strategies.protection import Protection
-from tests.traces import load, requests_of, trace_files
 from tests.strategies.factories import (
     assistant,
     conversation,
@@ -21,6 +20,7 @@ from tests.strategies.factories import (
     step,
     tool_call,
 )
+from tests.traces import load, requests_of, trace_files
 
 
 def _resumed_equals_full(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix | None) -> Conversation:

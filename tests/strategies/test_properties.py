@@ -172,6 +172,7 @@ def test_invariants(messages: list[dict[str, Any]], setup: tuple[StrategyContext
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 20,000 examples
 @settings(max_examples=20000, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), contexts())
 def test_invariants_slow(messages: list[dict[str, Any]], setup: tuple[StrategyContext, PipelineOptions]) -> None:

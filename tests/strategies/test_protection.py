@@ -6,7 +6,6 @@ import pytest
 
 from strategies.base import OptionError
 from strategies.conversation import analyze
-from strategies.conversation import analyze
 from strategies.protection import ANCHOR, Protection
 from tests.strategies.factories import assistant, bash, conversation, make_ctx, step
 

@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.traces import trace_files
-
 from strategies.base import StrategyContext
 from strategies.conversation import analyze
 from strategies.pipeline import (
@@ -23,6 +21,7 @@ from strategies.pipeline import (
 )
 from tests.strategies.factories import count_tokens
 from tests.strategies.test_properties import check
+from tests.traces import trace_files
 
 TRACES = trace_files()
 pytestmark = pytest.mark.skipif(not TRACES, reason="no traces on this machine")

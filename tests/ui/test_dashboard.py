@@ -86,7 +86,7 @@ async def browser_page(p: Any) -> tuple[Any, Any, list[str]]:
 
 
 async def shot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - one mkdir in a test, before the page is shot
     path = ARTIFACTS / f"{name}.png"
     await page.screenshot(path=str(path), full_page=True)
     return path

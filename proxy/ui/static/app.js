@@ -72,7 +72,7 @@ function query() {
 }
 
 async function loadAgents() {
-  const data = await api(`/ruyi/v1/agents?days=${encodeURIComponent($("days").value || "14")}`);
+  const data = await api("/ruyi/v1/agents");
   state.agents = data.agents;
   const select = $("agent");
   const chosen = select.value;
@@ -105,8 +105,9 @@ async function overview() {
       tile("archives", fmt(r.archives.total)),
       tile("over the window, not prevented", fmt(r.overflows.not_prevented))),
     el("h2", {}, "Agents"),
-    table(["agent", "sessions", "requests", "last seen"], state.agents.map((a) => [
-      el("a", { href: `#/memory/${encodeURIComponent(a.agent_id)}` }, a.agent_id), a.sessions, a.requests, a.last_seen])),
+    table(["agent", "sessions", "last seen"], state.agents.map((a) => [
+      el("a", { href: `#/memory/${encodeURIComponent(a.agent_id)}` }, a.agent_id), a.sessions,
+      typeof a.last_seen === "number" ? new Date(a.last_seen * 1000).toISOString() : a.last_seen])),
     el("h2", {}, "Sessions, newest first"),
     table(["session", "agent", "requests", "client sent", "forwarded", "saved", "archives", "last seen"], r.sessions.map((s) => [
       el("a", { href: `#/session/${encodeURIComponent(s.agent_id)}/${encodeURIComponent(s.session_id)}`, class: "session-link" }, s.session_id),

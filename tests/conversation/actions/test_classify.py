@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from strategies.base import OptionError
 from conversation.actions.classify import (
     ClassifyState,
     ToolSpec,
@@ -16,6 +15,7 @@ from conversation.actions.classify import (
     tools_from_mapping,
 )
 from conversation.actions.effect import END
+from strategies.base import OptionError
 from tests.strategies.factories import tool_call
 
 

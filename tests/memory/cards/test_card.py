@@ -77,7 +77,7 @@ def test_render_names_the_card_and_cuts_a_long_body_with_a_note(tmp_path: Path) 
 
 
 def test_a_written_card_reads_back_and_never_replaces_a_file(tmp_path: Path) -> None:
-    text = card_text("Fix: ImportError in app.py", ["python", "import"], "## Problem\n…", "agent-a", dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc))
+    text = card_text("Fix: ImportError in app.py", ["python", "import"], "## Problem\n…", "agent-a", dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
     first = write_card(tmp_path / "cards", "Fix: ImportError in app.py", text)
     second = write_card(tmp_path / "cards", "Fix: ImportError in app.py", text.replace("…", "other"))
     assert first.name == "fix-importerror-in-app-py.md" and second.name == "fix-importerror-in-app-py-2.md"

@@ -239,12 +239,12 @@ def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_ser
             for number in (0, 2):
                 for statement in pg_schema.translated(sqlite_schema.MIGRATIONS[number]).split(";"):
                     if statement.strip():
-                        conn.execute(statement)  # type: ignore[call-overload]
+                        conn.execute(statement)
         with psycopg.connect(written, autocommit=True) as conn:
             for number in (0, 2):
                 for statement in pg_schema.MIGRATIONS[number].split(";"):
                     if statement.strip():
-                        conn.execute(statement)  # type: ignore[call-overload]
+                        conn.execute(statement)
         ours, theirs = tables(written), tables(translated)
         assert set(ours) == set(theirs) and all(ours[t] - {"id"} == theirs[t] for t in ours)
 

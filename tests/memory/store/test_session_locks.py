@@ -16,6 +16,9 @@ import pytest
 from memory.store.session_locks import FileSessionLocks, slot_of
 from memory.store.sqlite_store import SQLiteStore
 
+JOIN_S = 30.0
+"""How long a test waits for a thread or a lock before it fails (a broken lock fails the test, never hangs it)."""
+
 HOLDER = """
 import sys
 from pathlib import Path
@@ -70,11 +73,12 @@ def test_threads_of_one_process_take_turns_on_a_session(tmp_path: Path) -> None:
         with locks.lock("agent", "s1"):
             order.append("second acquired")
 
-    thread = threading.Thread(target=second)
+    thread = threading.Thread(target=second, daemon=True)
     thread.start()
     order.append("first releasing")
     first.release()
-    thread.join()
+    thread.join(JOIN_S)
+    assert not thread.is_alive(), "the second thread never got the lock"
     assert order == ["first releasing", "second acquired"]
 
 
@@ -83,11 +87,13 @@ def test_a_lock_released_from_another_thread_is_released(tmp_path: Path) -> None
     locks = FileSessionLocks(tmp_path / "ruyi.db-locks")
     lock = locks.lock("agent", "s1")
     lock.acquire()
-    thread = threading.Thread(target=lock.release)
+    thread = threading.Thread(target=lock.release, daemon=True)
     thread.start()
-    thread.join()
-    with locks.lock("agent", "s1"):
-        pass
+    thread.join(JOIN_S)
+    assert not thread.is_alive()
+    again = locks.lock("agent", "s1")
+    assert again.acquire(timeout=JOIN_S) is True  # a release that did not release fails here instead of hanging
+    again.release()
 
 
 @pytest.mark.parametrize("sid", ["s1", "会话"])
@@ -152,11 +158,12 @@ def test_the_postgres_store_locks_sessions_across_its_connections(pg_url: str) -
         with b.session_lock("agent", "s1"):
             order.append("b acquired")
 
-    thread = threading.Thread(target=other)
+    thread = threading.Thread(target=other, daemon=True)
     thread.start()
     order.append("a releasing")
     held.release()
-    thread.join()
+    thread.join(JOIN_S)
+    assert not thread.is_alive(), "b never got the lock"
     assert order == ["a releasing", "b acquired"]
     a.close()
     b.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memory.store.backend import open_store
-from memory.store.base import Store, Audit, ChainUpdate, Changes, ModelRatio, Report, SessionRecord, StoreError, Usage
+from memory.store.base import Audit, ChainUpdate, Changes, ModelRatio, Report, SessionRecord, Store, StoreError, Usage
 from memory.store.options import StoreOptions
 from memory.store.sqlite_schema import LATEST
 from memory.store.sqlite_store import SQLiteStore

@@ -70,7 +70,7 @@ async def test_a_lone_surrogate_fails_alone_and_is_stored_safely(tmp_path: Path)
     path = tmp_path / "ruyi.db"
     SQLiteStore(path).close()  # the schema
     recall = Recall(path)
-    writer = Writer(recall)  # type: ignore[arg-type] - it writes Recall's items, as long-context recall does
+    writer = Writer(recall)  # it writes Recall's items, as long-context recall does
     for i in range(10):  # one batch (not started: written on close)
         writer.put(Turn("victim", "s", i, f"v{i}", "user", {"role": "user", "content": f"fine {i}"}, f"fine {i}"))
         writer.put(Turn("mallory", "m", i, f"m{i}", "user", {"role": "user", "content": "bad \ud800"}, "bad \ud800 text"))

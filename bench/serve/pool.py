@@ -5,9 +5,9 @@ N clients (1,000 by default) open a stream each at once through a real `ruyi ser
 time to first byte grows by whole stream lengths. With ``--max-connections`` and ``--pool-wait`` the pool is made
 small on purpose, to show the bounded wait ending in a 503 instead of a hang.
 
-    .venv/bin/python bench/speed/pool.py                                             # this tree, its defaults
-    .venv/bin/python bench/speed/pool.py --root /tmp/before                          # another checkout
-    .venv/bin/python bench/speed/pool.py --clients 300 --max-connections 100 --pool-wait 1
+    .venv/bin/python bench/serve/pool.py                                             # this tree, its defaults
+    .venv/bin/python bench/serve/pool.py --root /tmp/before                          # another checkout
+    .venv/bin/python bench/serve/pool.py --clients 300 --max-connections 100 --pool-wait 1
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
 
 
 async def one(http: aiohttp.ClientSession, url: str, i: int) -> tuple[int, float, float]:
@@ -68,7 +68,10 @@ def main() -> None:
     print(f"root {args.root}: {args.clients} streams at once, upstream {upstream or 'defaults'}")
     print("| streams | 200 | 503 | TTFB p50 s | TTFB p99 s | TTFB max s | 503 answered after, max s |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    p = (lambda q: ok[min(len(ok) - 1, int(q * len(ok)))]) if ok else (lambda q: float("nan"))
+
+    def p(q: float) -> float:
+        return ok[min(len(ok) - 1, int(q * len(ok)))] if ok else float("nan")
+
     print(f"| {args.clients} | {len(ok)} | {len(refused)} | {statistics.median(ok) if ok else float('nan'):.2f} | {p(0.99):.2f} | "
           f"{ok[-1] if ok else float('nan'):.2f} | {max(refused) if refused else float('nan'):.2f} |")
 

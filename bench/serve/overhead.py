@@ -5,9 +5,9 @@ longest public trace, repeated: the session's warm path) at concurrency 1. Besid
 second, each server's CPU time per request (all its threads, from /proc): the machine's load moves the latency
 columns, much less this one.
 
-    .venv/bin/python bench/speed/overhead.py                        # this tree
-    .venv/bin/python bench/speed/overhead.py --root /tmp/before     # the same bench against another checkout
-    .venv/bin/python bench/speed/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
+    .venv/bin/python bench/serve/overhead.py                        # this tree
+    .venv/bin/python bench/serve/overhead.py --root /tmp/before     # the same bench against another checkout
+    .venv/bin/python bench/serve/overhead.py --before /tmp/before   # both side by side in one run ("ruyi-before", "ruyi")
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ruyi as ruyi_process  # noqa: E402
+from bench.processes import ruyi as ruyi_process
 
 ROOT = Path(__file__).resolve().parents[2]
 from proxy.replay.run import public_traces  # noqa: E402
@@ -57,7 +58,7 @@ def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> subp
     raise RuntimeError(f"{args} did not start")
 
 
-BODIES: dict[str, list[dict[str, object]]] = {"small": MESSAGES}
+BODIES: dict[str, list[dict[str, Any]]] = {"small": MESSAGES}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -104,7 +105,7 @@ async def measure(targets: dict[str, str], pids: dict[str, int], n: int, rounds:
             lat: dict[str, list[float]] = {k: [] for k in targets}
             rps: dict[str, list[float]] = {k: [] for k in targets}
             cpu: dict[str, float] = {k: 0.0 for k in targets}
-            for name, url in targets.items():  # warm-up
+            for url in targets.values():  # warm-up
                 await run_batch(http, url, stream, 20, conc, kind)
             for _ in range(rounds):  # interleaved so drift hits every target alike
                 for name, url in targets.items():
@@ -125,7 +126,7 @@ async def measure(targets: dict[str, str], pids: dict[str, int], n: int, rounds:
     return rows
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     out = ["| body | stream | conc | target | median ms | added median ms | added p99 ms | req/s | server CPU ms/req |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -135,14 +136,14 @@ def table(rows: list[dict[str, object]]) -> str:
     ratios = []
     for kind, stream, conc in SCENARIOS:
         sel = {r["target"]: r for r in rows if r["body"] == kind and r["stream"] == stream and r["concurrency"] == conc}
-        mini = float(sel["minimal"]["added_median_ms"])  # type: ignore[arg-type]
+        mini = float(sel["minimal"]["added_median_ms"])
         for name in [t for t in sel if t.startswith("ruyi")]:
-            ruyi = float(sel[name]["added_median_ms"])  # type: ignore[arg-type]
-            throughput = float(sel[name]["rps"]) / float(sel["minimal"]["rps"])  # type: ignore[arg-type]
-            cpu = float(sel[name]["cpu_ms_per_request"]) / float(sel["minimal"]["cpu_ms_per_request"])  # type: ignore[arg-type]
+            ruyi = float(sel[name]["added_median_ms"])
+            throughput = float(sel[name]["rps"]) / float(sel["minimal"]["rps"])
+            cpu_ratio = float(sel[name]["cpu_ms_per_request"]) / float(sel["minimal"]["cpu_ms_per_request"])
             ratios.append(f"{kind} stream={'yes' if stream else 'no'} conc={conc} {name}: adds {ruyi:.2f} ms vs minimal {mini:.2f} ms "
                           f"= {ruyi / mini if mini > 0 else float('nan'):.2f}x (+{ruyi - mini:.2f} ms); "
-                          f"throughput {throughput:.2f}x; CPU per request {cpu:.2f}x")
+                          f"throughput {throughput:.2f}x; CPU per request {cpu_ratio:.2f}x")
     return "\n".join(out) + "\n\n" + "\n".join(f"- {r}" for r in ratios)
 
 
@@ -158,7 +159,7 @@ def main() -> None:
     up, mini, ruyi = free_port(), free_port(), free_port()
     procs = [spawn([sys.executable, "bench/fake_upstream_server.py", str(up)], up)]
     try:
-        procs.append(spawn([sys.executable, "bench/speed/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
+        procs.append(spawn([sys.executable, "bench/serve/minimal_passthrough.py", f"http://127.0.0.1:{up}", str(mini)], mini))
         procs.append(ruyi_process(ruyi, f"http://127.0.0.1:{up}/v1", {}, args.root))
         targets = {"direct": f"http://127.0.0.1:{up}", "minimal": f"http://127.0.0.1:{mini}", "ruyi": f"http://127.0.0.1:{ruyi}"}
         pids = {"direct": procs[0].pid, "minimal": procs[1].pid, "ruyi": procs[2].pid}

@@ -25,11 +25,11 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from config.load import load_config  # noqa: E402
-from proxy.http.app import make_app  # noqa: E402
-from proxy.http.log import configure_logging  # noqa: E402
-from proxy.rewrite.steps import default_steps  # noqa: E402
-from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
+from config.load import load_config
+from proxy.http.app import make_app
+from proxy.http.log import configure_logging
+from proxy.rewrite.steps import default_steps
+from tests.fake_upstream import FakeUpstream, make_fake_app
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -78,7 +78,7 @@ async def main(n: int, rounds: int) -> list[dict[str, Any]]:
     first: dict[str, list[float]] = {k: [] for k in targets}
     later: dict[str, list[float]] = {k: [] for k in targets}
     async with aiohttp.ClientSession() as http:
-        for name, (kind, url) in urls.items():  # warm-up: tokenizers, connections
+        for kind, url in urls.values():  # warm-up: tokenizers, connections
             await one(http, url, kind, "warm-up")
         for r in range(rounds):  # interleaved so drift hits every target alike
             for i in range(n):

@@ -4,8 +4,8 @@ Three requests, one at a time, each through a real `ruyi serve`: one with a 25 M
 (the public traces repeated, every text unique), and 50,000 tiny messages. While each is in flight, a second
 client asks /healthz again and again (10 ms apart) and keeps the slowest answer.
 
-    .venv/bin/python bench/speed/healthz_latency.py                       # this tree
-    .venv/bin/python bench/speed/healthz_latency.py --root /tmp/before    # the same bench against another checkout
+    .venv/bin/python bench/serve/healthz_latency.py                       # this tree
+    .venv/bin/python bench/serve/healthz_latency.py --root /tmp/before    # the same bench against another checkout
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
+from bench.traces import trace_paths
 
-from proxy.replay.run import public_traces  # noqa: E402
-
-TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 MAX_BODY = 32 * 1024 * 1024
 
 
@@ -50,7 +49,7 @@ def tool_output_body(size: int) -> dict[str, Any]:
 
 
 def big_body(limit: int) -> dict[str, Any]:
-    traces = [json.loads(p.read_text())["messages"] for p in sorted(TRACES.glob("*.json")) if p.name != "INDEX.json"]
+    traces = [json.loads(p.read_text())["messages"] for p in trace_paths()]
     messages: list[dict[str, Any]] = [traces[0][0]]
     size = 0
     while True:
@@ -103,7 +102,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="source tree of the Ruyi to measure (default: this one)")
     parser.add_argument("--only", default="", help="comma-separated scenario numbers to run (1, 2, 3)")
     args = parser.parse_args()
-    scenarios = [
+    scenarios: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("a 25 MB tool output", lambda: tool_output_body(25_000_000)),
         ("a 32 MiB body (the traces repeated)", lambda: big_body(MAX_BODY - 64 * 1024)),
         ("50,000 tiny messages", lambda: tiny_messages(50_000)),

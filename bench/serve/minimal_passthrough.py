@@ -1,4 +1,4 @@
-"""Reference point for bench/speed/overhead.py: the smallest sensible aiohttp streaming passthrough."""
+"""Reference point for bench/serve/overhead.py: the smallest sensible aiohttp streaming passthrough."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ requests (the longest public trace, 276 messages, every message made unique so n
 sessions arrive at once. The client times every SSE event it receives; a stall shows as a gap well above 20 ms.
 The stream and the long requests go to two upstream processes, so the upstream's own work cannot stall the stream.
 
-    .venv/bin/python bench/speed/stream_stall.py                       # this tree
-    .venv/bin/python bench/speed/stream_stall.py --root /tmp/before    # the same bench against another checkout
+    .venv/bin/python bench/serve/stream_stall.py                       # this tree
+    .venv/bin/python bench/serve/stream_stall.py --root /tmp/before    # the same bench against another checkout
 """
 
 from __future__ import annotations
@@ -25,17 +25,16 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop  # noqa: E402
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
+from bench.traces import trace_paths
 
-from proxy.replay.run import public_traces  # noqa: E402
-
-TRACES = public_traces() or Path("shared/traces")  # RUYI_TRACE_DIR, else shared/traces beside the checkout
 CHUNK_EVERY_S = 0.02
 
 
 def longest_trace() -> list[dict[str, Any]]:
-    traces = [json.loads(p.read_text()) for p in TRACES.glob("*.json") if p.name != "INDEX.json"]
-    return max(traces, key=lambda t: len(t["messages"]))["messages"]
+    traces = [json.loads(p.read_text()) for p in trace_paths()]
+    longest: list[dict[str, Any]] = max(traces, key=lambda t: len(t["messages"]))["messages"]
+    return longest
 
 
 def cold_copy(messages: list[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:

@@ -1,0 +1,36 @@
+"""The recorded agent sessions (tests/agents/recordings/, made by ``bench/savings/agents_sessions.py record``) expand
+into what each agent sent: a well-formed history in its own dialect in every body, the person's request in the main
+conversation, and the compact form round-trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.savings.agents_sessions import AGENTS, compact, expand, is_main
+from tests.agents.harness import chat_problems
+from tests.anthropic_shape import problems
+
+RECORDINGS = Path(__file__).resolve().parent / "recordings"
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_a_recorded_session_expands_into_valid_bodies(agent: str) -> None:
+    doc = json.loads((RECORDINGS / f"{agent}.json").read_text())
+    bodies = expand(doc["requests"])
+    assert len(bodies) == len(doc["headers"]) >= 8
+    assert compact(bodies) == doc["requests"]
+    for body in bodies:
+        if doc["path"] == "/v1/messages":
+            assert problems(body) == []
+        elif doc["path"] == "/v1/chat/completions":
+            assert chat_problems(body) == []
+        else:
+            items = [i for i in body["input"] if isinstance(i, dict)]
+            assert {i["call_id"] for i in items if i.get("type") == "function_call"} == \
+                {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    main = [b for b in bodies if is_main(b)]
+    assert len(main) >= 8 and all("Print the numbers with seq" in json.dumps(b) for b in main)
+    assert not any(h.keys() & {"authorization", "x-api-key"} for h in doc["headers"])
