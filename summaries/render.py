@@ -9,6 +9,8 @@ from summaries.extractive import Digest, is_chinese
 
 TASK_CHARS = 160
 SHORT_CHARS = 500
+FILL = 0.9
+"""Share of the budget the optional lines fill: a counted block stays within the size it had before them."""
 """The compact form of an archive is under this many characters (seed 000)."""
 SECTIONS_EN = ("Task", "Decisions", "Constraints", "Progress", "Anchors")
 SECTIONS_ZH = ("任务", "已决策", "约束", "当前进度", "锚点引用")
@@ -43,7 +45,7 @@ def compact(digest: Digest, task: str | None, budget: int, count: Callable[[str]
     for item in optional:
         chosen.add(item)
         attempt = _render(digest, task, chinese, chosen, ev, files, read)
-        if count(attempt) <= budget:
+        if count(attempt) <= budget * FILL:
             text = attempt
         else:
             chosen.discard(item)

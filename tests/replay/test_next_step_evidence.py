@@ -1,9 +1,9 @@
-"""The next-step evidence measure (bench/evidence.py): terms of the agent's next message found earlier in the history,
+"""The next-step evidence measure (bench/savings/evidence.py): terms of the agent's next message found earlier in the history,
 not in the system prompt or the task, and how many the forwarded request keeps; a lost term's cause."""
 
 from __future__ import annotations
 
-from bench.evidence import distinctive, evidence_of
+from bench.savings.evidence import distinctive, evidence_of
 
 SYSTEM = {"role": "system", "content": "You are an agent. Use run_tests.sh to test."}
 TASK = {"role": "user", "content": "Fix parse_config in app/config.py."}

@@ -1,6 +1,6 @@
 """Next-step evidence: does the forwarded request still hold what the agent's next message refers to?
 
-Usage: ``python bench/evidence.py [--traces DIR] [--windows 8000,16000,32000,64000] [--only NAME,...] [--json]``.
+Usage: ``python bench/savings/evidence.py [--traces DIR] [--windows 8000,16000,32000,64000] [--only NAME,...] [--json]``.
 
 For every request of a recorded session (each prefix ending before an assistant message), the distinctive terms of
 the agent's *actual next message* (its text and tool calls) are taken: identifiers with ``_``, paths, dotted names,
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as `python bench/evidence.py`: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as `python bench/savings/evidence.py`: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.savings.savings import STRATEGIES, TRACES, load_traces  # noqa: E402
 from proxy.replay.metrics import archive_in, canonical, request_ends  # noqa: E402
