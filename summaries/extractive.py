@@ -13,6 +13,7 @@ from strategies.base import StrategyContext
 from strategies.conversation import analyze
 from strategies.protection import ANCHOR
 from strategies.purge_errors import error_lines
+from summaries.evidence import Evidence, evidence_of
 
 COMMANDS_KEPT = 12
 NOTES_KEPT = 5
@@ -115,6 +116,16 @@ class Extractor:
 
     tools: Mapping[str, ToolSpec] = field(default_factory=lambda: DEFAULT_TOOLS)
     memo: MutableMapping[Any, Any] = field(default_factory=dict)
+
+    def evidence(self, messages: Sequence[Mapping[str, Any]], first: int = 0) -> Evidence:
+        """What the agent works with in ``messages`` (the stretch starting at ``first``): each file's changes, the output
+        lines it named afterwards within the stretch, its stated results, a person's constraints and decisions."""
+        msgs = [m if isinstance(m, dict) else dict(m) for m in messages]
+        if not msgs:
+            return Evidence()
+        ctx = StrategyContext(len, 0, 0, protected_turns=0, tools=self.tools, memo=self.memo)
+        c = analyze(msgs, ctx)
+        return evidence_of(msgs, c.texts, c.roles, c.calls, first)
 
     def digest(self, messages: Sequence[Mapping[str, Any]], first: int = 0) -> Digest:
         """The digest of ``messages``, the stretch starting at position ``first`` of its conversation."""

@@ -51,6 +51,29 @@ def _headline(lines: Sequence[str]) -> str:
     return lines[-1].strip() if lines else "it failed"
 
 
+_TEST_NAME = re.compile(r"(?:FAILED|ERROR|FAIL:)\s+(?:\S*::)?(\w*test\w*)|\b(test_\w+)")
+_COUNT_LINE = re.compile(r"(?i)^\W*(?:\d+ (?:failed|passed|errors?|skipped)|in \d+(?:\.\d+)?s\b|FAILED \(|Ran \d+ tests?)")
+
+
+def lesson_title(label: str, lines: Sequence[str], changed: Sequence[str]) -> str:
+    """A draft card's title says what it teaches: what failed (the exception and its message, else the failing test,
+    else the command's program), and the files whose change fixed it; never a count line (``1 failed in 0.2s``)."""
+    program = program_of(label)
+    what = None
+    for line in reversed(lines):
+        if _EXCEPTION.search(line) and not _COUNT_LINE.search(line.strip()):
+            what = _clip(line.strip()[_EXCEPTION.search(line).start():], 56)  # type: ignore[union-attr]
+            break
+    if what is None:
+        tests = [m.group(1) or m.group(2) for line in lines for m in _TEST_NAME.finditer(line)]
+        what = f"{tests[-1]} failing" if tests else None
+    if what is None:
+        headline = _headline(lines)
+        what = f"{program} failing" if _COUNT_LINE.search(headline) or not headline else _clip(headline, 50)
+    files = ", ".join(dict.fromkeys(p.rsplit("/", 1)[-1] for p in changed)) or "the code"
+    return _clip(f"{what} ({program}): fixed in {files}", TITLE_CHARS)
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -82,8 +105,7 @@ def _tags(label: str, lines: Sequence[str], changed: Sequence[str]) -> tuple[str
 
 
 def _draft(label: str, failure: _Open) -> DraftCard:
-    headline = _headline(failure.lines)
-    title = _clip(f"{program_of(label)}: {headline}", TITLE_CHARS)
+    title = lesson_title(label, failure.lines, failure.changed)
     quoted = "\n".join(f"    {line}" for line in failure.lines)
     changed = ", ".join(dict.fromkeys(failure.changed))
     body = (f"## Problem\n\n`{_clip(label, 200)}` failed:\n\n{quoted}\n\n## What fixed it\n\nChanged {changed}."

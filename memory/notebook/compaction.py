@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from memory.notebook.sections import ENGLISH, INJECTED_CHARS, MAX_ENTRIES, SECTIONS, NotebookError, cites_anchor, clean_entry, section_of
+from memory.notebook.sections import ENGLISH, ENTRY_CHARS, INJECTED_CHARS, MAX_ENTRIES, SECTIONS, NotebookError, cites_anchor, clean_entry, section_of
 from memory.notebook.sqlite_notebook import Body
 
 KEEP = 5
@@ -33,15 +33,53 @@ def prompt(body: Body) -> str:
 
 
 def fallback(body: Body) -> Body:
-    """Without a summarizer: each section keeps its newest KEEP entries and any older one citing an anchor (at most
-    MAX_ENTRIES − 1 in all, the newest of them), in their order."""
+    """Without a summarizer, each section merged and shortened, nothing silently dropped: entries saying the same thing
+    (the same words, or one's words all within a later one's) become the newest of them; the newest KEEP
+    entries and any citing an anchor stay as they are; the older ones become one ``earlier: …`` entry, each of them
+    shortened to its first clause, as many as ENTRY_CHARS hold (the version before keeps them whole: rollback)."""
     out: Body = {}
     for name in SECTIONS:
-        entries = body.get(name, [])
+        entries = _merged(body.get(name, []))
         newest = set(range(max(0, len(entries) - KEEP), len(entries)))
         kept = [i for i, e in enumerate(entries) if i in newest or cites_anchor(e["text"])]
-        out[name] = [entries[i] for i in kept[-(MAX_ENTRIES - 1):]]
+        older = [entries[i] for i in range(len(entries)) if i not in kept]
+        section = [entries[i] for i in kept][-(MAX_ENTRIES - 2):]
+        if older:
+            section.insert(0, _earlier(older))
+        out[name] = section
     return out
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def _merged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries in order, each one that a later one repeats (its words the same or within the later one's) left out."""
+    out: list[dict[str, Any]] = []
+    for i, entry in enumerate(entries):
+        words = _words(entry["text"])
+        repeated = any(words and words <= _words(later["text"]) for later in entries[i + 1:])
+        if not repeated:
+            out.append(entry)
+    return out
+
+
+def _earlier(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The older entries as one: each shortened to its first clause, oldest first, within ENTRY_CHARS."""
+    parts: list[str] = []
+    budget = ENTRY_CHARS - len("earlier: ") - 2
+    for e in entries:
+        clause = re.split(r"(?<=[.;!?。；！？])\s|\s[—–-]\s|, ", e["text"].strip(), maxsplit=1)[0].rstrip(".;")
+        clause = clause if len(clause) <= 80 else clause[:79] + "…"
+        if sum(len(p) + 2 for p in parts) + len(clause) > budget:
+            parts.append(f"+{len(entries) - len(parts)} more")
+            break
+        parts.append(clause)
+    return {"text": "earlier: " + "; ".join(parts), "by": "compacted", "at": max(float(e.get("at") or 0) for e in entries)}
 
 
 def _json_object(answer: str) -> Any:

@@ -25,7 +25,7 @@ from proxy.longctx.turns import turns_of
 from redaction.redact import redact
 from summaries.extractive import Extractor, is_chinese
 from summaries.llm import LLMSummarizer
-from summaries.render import compact, since
+from summaries.render import compact, short, since
 
 log = structlog.get_logger(__name__)
 
@@ -170,7 +170,8 @@ class LongCtx:
         if s1 is not None:  # an LLM's S1, and what happened since, extractive
             later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
             return Summary(s1[2] + ("" if later.empty else "\n\n" + redact(since(later, chinese))), tuple(chunks), tuple(new), chinese, "llm")
-        text = redact(compact(digest, task, size))  # about 4 characters a token: the block is counted
+        evidence = self.extractor.evidence(client[first: last + 1], first)  # what the agent worked with, up to last
+        text = redact(compact(digest, task, size, None, evidence))  # about 4 characters a token: the same on any replica
         return Summary(text, tuple(chunks), tuple(new), chinese, "extractive" if self.summarizer is None else "extractive_fallback")
 
     def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int,
@@ -317,8 +318,10 @@ def archive_body(done: Archived, client: Sequence[Mapping[str, Any]]) -> dict[st
     record = {k: v for k, v in done.record.items() if k not in ("block", "end_link")}
     head = done.record["head"]
     task = task_text(client, head) if head > 0 else None
-    normal = redact(compact(digest_of(done.summary.chunks), task, NORMAL_TOKENS))
-    return {**record, "s1": done.summary.text, "forms": {"compact": done.summary.text, "normal": normal}}
+    digest = digest_of(done.summary.chunks)
+    evidence = Extractor().evidence(client[head: done.record["end"] + 1], head)
+    normal = redact(compact(digest, task, NORMAL_TOKENS, None, evidence))
+    return {**record, "s1": done.summary.text, "forms": {"compact": redact(short(digest, task, evidence)), "normal": normal}}
 
 
 def _quarter(text: str) -> int:

@@ -60,7 +60,10 @@ async def test_a_full_section_is_pending_and_compaction_falls_back_deterministic
         assert status == 409 and err["error"]["code"] == "section_full"
         status, nb = await call(http, "POST", url + "/compact")
         assert status == 200 and nb["how"] == "fallback" and nb["pending"] is False
-        assert [e["text"] for e in nb["sections"]["history"]["entries"]] == ["milestone 0 per [D001]", *(f"milestone {i}" for i in range(5, 10))]
+        assert [e["text"] for e in nb["sections"]["history"]["entries"]] == [
+            "earlier: milestone 1; milestone 2; milestone 3; milestone 4", "milestone 0 per [D001]", *(f"milestone {i}" for i in range(5, 10))]
+        status, back = await call(http, "POST", url + f"/rollback/{nb['version'] - 1}")  # what it shortened: one version back
+        assert status == 200 and [e["text"] for e in back["sections"]["history"]["entries"]][:2] == ["milestone 0 per [D001]", "milestone 1"]
 
 
 async def test_agents_never_share_a_notebook(make_proxy: MakeProxy) -> None:

@@ -46,7 +46,7 @@ async def test_compaction_waits_while_a_request_of_the_agent_or_its_sub_agent_is
     assert (await in_flight).status == 200
     assert await keeper.compact_idle() == ["a"]
     nb = await notebook(proxy, "a")
-    assert nb["pending"] is False and [e["text"] for e in nb["sections"]["history"]["entries"]] == [f"a milestone {i}" for i in range(5, 10)]
+    assert nb["pending"] is False and [e["text"] for e in nb["sections"]["history"]["entries"]] == ["earlier: " + "; ".join(f"a milestone {i}" for i in range(5)), *(f"a milestone {i}" for i in range(5, 10))]
 
 
 def summarizer(upstream: TestServer) -> dict[str, Any]:

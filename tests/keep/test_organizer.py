@@ -49,7 +49,7 @@ def test_drafts_belong_to_their_agent_and_accepting_writes_its_folder(tmp_path: 
 def test_a_lesson_already_in_a_card_or_from_a_sub_agent_is_not_drafted(tmp_path: Path) -> None:
     k = keeper(tmp_path)
     try:
-        title = "pytest: ImportError: cannot import name 'parse_config' from 'app' (app.py)"
+        title = "ImportError: cannot import name 'parse_config' from 'ap… (pytest): fixed in app.py"
         folder = tmp_path / "a" / ".ruyi" / "knowledge-cards"
         folder.mkdir(parents=True)
         (folder / "mine.md").write_text(f"---\ntitle: {title!r}\n---\nwritten by a person\n")

@@ -39,7 +39,7 @@ def fixed_run(cmd: str = "pytest -q tests/test_app.py", error: str = TRACEBACK, 
 
 def test_a_failure_fixed_by_a_change_becomes_a_draft_card() -> None:
     [card] = draft_cards(fixed_run())
-    assert card.title == "pytest: ImportError: cannot import name 'parse_config' from 'app' (app.py)"
+    assert card.title == "ImportError: cannot import name 'parse_config' from 'ap… (pytest): fixed in app.py"
     assert card.tags == ("pytest", "ImportError", "app")
     assert "`pytest -q tests/test_app.py` failed:" in card.body and "    ImportError: cannot import name" in card.body
     assert "Changed /repo/app.py." in card.body and "The test imports parse_config, which app.py never defined." in card.body
@@ -61,8 +61,18 @@ def test_the_same_lesson_twice_is_one_draft_and_at_most_a_few_are_kept() -> None
     assert len(draft_cards(twice)) == 1
     many = [m for i in range(4) for m in fixed_run(cmd=f"make test{i}", error=TRACEBACK.replace("parse_config", f"name{'abcd'[i]}"), n=i)]
     drafts = draft_cards(many)
-    assert len(drafts) == PER_ARCHIVE and [d.title.split(":")[0] for d in drafts] == ["make", "make"]
+    assert len(drafts) == PER_ARCHIVE and all("(make): fixed in app.py" in d.title for d in drafts)
     assert "`make test3`" in drafts[-1].body and "named" in drafts[-1].title
+
+
+def test_a_draft_is_titled_by_what_it_teaches_never_by_a_count_line() -> None:
+    from summaries.organizer import lesson_title
+
+    title = lesson_title("pytest -x", ["FAILED tests/test_a.py::test_parse - assert 1 == 2", "1 failed in 0.2s"], ["/src/a.py"])
+    assert title == "test_parse failing (pytest): fixed in a.py"
+    assert lesson_title("make", ["1 failed in 0.2s"], ["/src/a.py"]) == "make failing (make): fixed in a.py"
+    [card] = draft_cards(fixed_run(error=TRACEBACK + "\n=== 1 failed in 0.2s ==="))
+    assert "failed in" not in card.title and card.title.startswith("ImportError")
 
 
 def test_key_ignores_numbers() -> None:
@@ -77,4 +87,4 @@ def test_the_program_of_a_command_line() -> None:
     assert program_of("make check; ./scripts/lint.sh") == "lint.sh"
     assert program_of("$(weird)") == "command"
     [card] = draft_cards(fixed_run(cmd="cd /repo && python -m pytest -q"))
-    assert card.title.startswith("pytest: ImportError") and card.tags[0] == "pytest"
+    assert card.title.startswith("ImportError") and "(pytest)" in card.title and card.tags[0] == "pytest"
