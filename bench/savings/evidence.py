@@ -30,9 +30,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/savings/evidence.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.savings import STRATEGIES, TRACES, load_traces  # noqa: E402
-from proxy.replay.metrics import archive_in, canonical, request_ends  # noqa: E402
-from proxy.replay.run import Cl100kCounter, Prices, ReplayResult, Rewrite, merge, replay  # noqa: E402
+from bench.savings.savings import STRATEGIES, TRACES, load_traces
+from proxy.replay.metrics import archive_in, canonical
+from proxy.replay.run import Cl100kCounter, Prices, ReplayResult, Rewrite, merge, replay
 
 WINDOWS = (8_000, 16_000, 32_000, 64_000)
 _CANDIDATE = re.compile(r"(?<![\\\w])[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]")
