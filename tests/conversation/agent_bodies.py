@@ -10,7 +10,7 @@ REQUEST = "List the files in this folder and summarize what each one does."
 CLAUDE_REMINDER_BEFORE = (
     "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# claudeMd\n"
     "Codebase and user instructions are shown below. Be sure to adhere to these instructions.\n\n"
-    "Contents of /work/CLAUDE.md (project instructions, checked into the codebase):\n\nUse uv for Python.\n\n"
+    "Contents of /home/dev/project/CLAUDE.md (project instructions, checked into the codebase):\n\nUse uv for Python.\n\n"
     "# currentDate\nToday's date is 2026-11-27.\n\n      IMPORTANT: this context may or may not be relevant to your tasks."
     "\n</system-reminder>\n")
 CLAUDE_REMINDER_AFTER = ("<system-reminder>\nThe following skills are available for use with the Skill tool:\n\n"
