@@ -52,6 +52,8 @@ class RequestContext:
     """What the pruning step decided for this request (recorded before forwarding)."""
     longctx: RequestMemory | None = None
     """What the long-context steps learn about this request (the archive in force, a new archive, recall)."""
+    unfit: dict[str, int] | None = None
+    """A request that cannot fit its window even cut (``proxy.rewrite.fit``): its tokens and parts, for the refusal."""
     unkept: Outcome | None = None
     """The harder batch of an overflow retry in flight: kept only if the upstream accepts the retry."""
     sent_raw_tokens: int | None = None

@@ -19,6 +19,7 @@ from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import ARCHIVES
 from proxy.rewrite.archiving import requested_action
 from proxy.rewrite.build import Built, build
+from proxy.rewrite.fit import refusal
 from proxy.rewrite.record import record
 
 log = structlog.get_logger(__name__)
@@ -72,6 +73,10 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     longctx = app.get(appkeys.LONGCTX)
     if longctx is not None and ctx.longctx is not None and ctx.mode == "on":  # keep what an archive made, prepare ahead
         longctx.after_rewrite(ctx.longctx, ctx.measurement, sent=forwarded is not raw)
+    if (error := refusal(ctx)) is not None:  # nothing could make it fit: said, never sent over the window
+        app[appkeys.PIPELINE].failures["unfit"] += 1
+        ctx.facts["unfit"] = ctx.unfit
+        raise error
     return forwarded
 
 

@@ -10,6 +10,7 @@ from proxy.context import RequestContext
 from proxy.layout.options import LayoutOptions
 from proxy.layout.step import layout_steps, snapshot_after_system, tokens_planned
 from proxy.rewrite.archiving import ArchiveStep, RecallStep, RestartStep
+from proxy.rewrite.fit import FitStep
 from proxy.rewrite.pipeline import Step
 from proxy.rewrite.pruning import Pruner
 
@@ -90,6 +91,7 @@ HANDOFFS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "recall": (("longctx.requested", "longctx.restart", "longctx.archived", "pruning"), ("longctx.recall", "pruning")),
     "snapshot": (("layout", "longctx.positions"), ("layout.positions",)),
     "layout": (("layout", "layout.positions", "longctx.archived", "longctx.positions", "pruning"), ("layout.positions",)),
+    "fit": (("pruning",), ("pruning", "unfit")),  # last: what every step before it added counts
 }
 """What each step hands the next through the request: the order ``default_steps`` keeps is the one these allow."""
 
@@ -109,6 +111,6 @@ def default_steps(config: Config) -> list[Step]:
     plan, layout = layout_steps(config.layout, config)
     steps: list[Step] = [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
                          ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
-                         SnapshotStep(config.layout), layout]
+                         SnapshotStep(config.layout), layout, FitStep(config.window, config.tiers, config.pruning.enabled)]
     check_handoffs(steps)
     return steps
