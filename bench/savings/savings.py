@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as `python bench/savings/savings.py`: make 
 from bench.savings import baselines
 from bench.traces import TRACES, load_traces
 from config.load import load_config
+from conversation.task import head_end
 from proxy.know.tokens import TokenCounter
 from proxy.replay.metrics import request_ends
 from proxy.replay.offline import OfflineRuyi
@@ -79,6 +80,22 @@ def run_strategy(factory: Factory, traces: Sequence[Trace], window: int, count: 
     return merge(results)
 
 
+def head_too_big(traces: Sequence[Trace], window: int, count: CountTokens) -> set[str]:
+    """The traces whose system text, task and tools alone are over ``window``: no rewrite can fit their requests."""
+    out = set()
+    for t in traces:
+        head = t.messages[: head_end(t.messages)]
+        if count(head, t.tools).total > window:
+            out.add(t.name)
+    return out
+
+
+def over_where_head_fits(result: ReplayResult, unfit: set[str]) -> tuple[int, int]:
+    """(requests over the window, requests) among the traces whose head fits it."""
+    rows = [r for r in result.rows if r.trace not in unfit]
+    return sum(r.over_window for r in rows), len(rows)
+
+
 def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
     """One window's comparison as a markdown table."""
     head = (f"| at a {window // 1000}k window | tokens sent | saved | peak request | over the window | cache hit "
@@ -130,9 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {"seconds": round(seconds, 2)}
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         everything[window] = rows
+        unfit = head_too_big(traces, window, count)
+        for name, result in rows.items():
+            report[str(window)][name]["over_where_head_fits"] = over_where_head_fits(result, unfit)[0]
         if not args.json:
             requests = len(next(iter(rows.values())).rows)
-            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}\n")
+            fits = "; ".join(f"{name}: {over} / {n}" for name, (over, n) in
+                             ((name, over_where_head_fits(result, unfit)) for name, result in rows.items()))
+            where = (f" Traces whose system text, task and tools alone are over the window: {', '.join(sorted(unfit))}; over the "
+                     f"window where they fit: {fits}.") if unfit else ""
+            print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}{where}\n")
     if not args.json and len(everything) > 1:
         print(side_by_side(everything))
     if args.json:

@@ -140,7 +140,7 @@ async def stats(request: web.Request) -> web.Response:
         failed.update({f"layout_{what}": n for what, n in getattr(getattr(step, "sources", None), "failures", {}).items()})
     keeper = request.app[appkeys.KEEPER]
     kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}
-    return web.json_response({"failed_open": failed, "store_writes": writes, "store_queue": queue,
+    return web.json_response({"failed_open": failed, "refused": dict(pipeline.refused), "store_writes": writes, "store_queue": queue,
                               "upstream_pool": pool, "rewrites": dict(measurer.offload.where), "memory": kept})
 
 

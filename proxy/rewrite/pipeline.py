@@ -28,6 +28,8 @@ class Pipeline:
     def __init__(self, steps: Sequence[Step] = ()) -> None:
         self.steps = tuple(steps)
         self.failures: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
+        """Requests refused rather than rewritten, by why (``unfit``: nothing could make them fit their window)."""
 
     def run(self, messages: Messages, ctx: RequestContext) -> Messages:
         for step in self.steps:

@@ -74,7 +74,7 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     if longctx is not None and ctx.longctx is not None and ctx.mode == "on":  # keep what an archive made, prepare ahead
         longctx.after_rewrite(ctx.longctx, ctx.measurement, sent=forwarded is not raw)
     if (error := refusal(ctx)) is not None:  # nothing could make it fit: said, never sent over the window
-        app[appkeys.PIPELINE].failures["unfit"] += 1
+        app[appkeys.PIPELINE].refused["unfit"] += 1
         ctx.facts["unfit"] = ctx.unfit
         raise error
     return forwarded

@@ -59,6 +59,9 @@ async def test_a_request_whose_task_alone_is_over_the_window_is_refused_as_opena
     assert "maximum context length is 4096 tokens" in message and "the system text and the task" in message
     assert caught.value.response.headers["X-Ruyi-Window-Source"] == "config"
     assert [r for r in fake.received if r.path.endswith("/chat/completions")] == [], "nothing was sent over the window"
+    async with aiohttp.ClientSession() as http, http.get(base_url(proxy) + "/ruyi/v1/stats") as r:
+        stats = await r.json()
+    assert stats["refused"] == {"unfit": 1} and "unfit" not in stats["failed_open"]
 
 
 async def test_anthropic_clients_get_prompt_is_too_long(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
