@@ -140,16 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything: dict[int, dict[str, ReplayResult]] = {}
     for window in (int(w) for w in args.windows.split(",")):
         rows: dict[str, ReplayResult] = {}
+        unfit = head_too_big(traces, window, count)
         for name, factory in chosen.items():
             started = time.perf_counter()
             rows[name] = run_strategy(factory, traces, window, count, name)
             seconds = time.perf_counter() - started
-            report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {"seconds": round(seconds, 2)}
+            report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {
+                "seconds": round(seconds, 2), "over_where_head_fits": over_where_head_fits(rows[name], unfit)[0]}
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         everything[window] = rows
-        unfit = head_too_big(traces, window, count)
-        for name, result in rows.items():
-            report[str(window)][name]["over_where_head_fits"] = over_where_head_fits(result, unfit)[0]
         if not args.json:
             requests = len(next(iter(rows.values())).rows)
             fits = "; ".join(f"{name}: {over} / {n}" for name, (over, n) in
