@@ -139,7 +139,7 @@ class Measurer:
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
-        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (claude -c)
+        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (codex, claude -c)
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""
@@ -238,7 +238,7 @@ class Measurer:
         msgs = messages if messages is not None else generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
-        named = session_header(headers) or self.agent_ids.resumed(agent_id, agent_session_of(headers), chain)  # claude -c
+        named = session_header(headers) or self.agent_ids.named(agent_id, headers, body, chain)  # codex's ids, claude -c
         if self.shared:
             resolution, turn = self._resolve_shared(agent_id, chain, named, stored)
         else:
