@@ -72,7 +72,7 @@ async def codex_send(proxy: Any, agent: str, items: list[dict[str, Any]], *, key
     client = openai.AsyncOpenAI(base_url=base_url(proxy) + "/v1", api_key="sk-test", max_retries=0, default_headers={"X-Ruyi-Agent": agent})
     extra = {"session-id": header} if header is not None else None
     raw = await client.responses.with_raw_response.create(model="gpt-5-codex", instructions="You are Codex.", input=items,  # type: ignore[arg-type]
-                                                          prompt_cache_key=key or openai.NOT_GIVEN, extra_headers=extra)
+                                                          prompt_cache_key=key if key is not None else openai.omit, extra_headers=extra)
     raw.parse()
     await client.close()
     return raw.headers["X-Ruyi-Session"]
