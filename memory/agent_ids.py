@@ -3,7 +3,8 @@ Codex's ``thread-id`` / ``session-id`` headers and the Responses body's ``prompt
 
 A conversation's own id (Codex's; ``prompt_cache_key``, which Codex sets to the same id) names the Ruyi session, within the caller's agent, as X-Ruyi-Session would: two ids are two sessions even
 when their requests start alike, and an id seen again (after its own compaction rewrote the history, after a restart)
-is the same session. Without one, the chain index decides.
+is the same session. A Responses request chained by ``previous_response_id`` (its history at the provider, its body only
+the new items) belongs to the session of the answer it names. Without any of these, the chain index decides.
 
 Claude Code's id is not a Ruyi session: Claude Code sends the same id on its sub-agents' and side requests (a title,
 a quota check), which are sessions of their own. So the chain index decides first, as without the id; the id only
@@ -29,9 +30,11 @@ CONVERSATION_HEADERS = ("thread-id", "session-id", "session_id")
 ``session-id`` (equal on its main thread; the thread's is read first, as the narrower), older Codex ``session_id``."""
 CONVERSATION_FIELD = "prompt_cache_key"
 """The body's field that carries it (the Responses API's, and chat completions'): Codex sets it to its thread's id."""
+CHAINED_FIELD = "previous_response_id"
+"""The body's field naming the answer a request continues (the Responses API's)."""
 MAX_ID_CHARS = 200
 KEPT = 10_000
-"""(agent, agent's id) pairs remembered (the oldest go first)."""
+"""(agent, agent's id) pairs, and (agent, answer id) pairs, remembered (the oldest go first)."""
 RESUME_SHARED = 3
 """Messages a resumed request must still carry of its session (and at least half of them)."""
 
@@ -77,6 +80,8 @@ class AgentIds:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._map: OrderedDict[tuple[str, str], tuple[str, int, tuple[bytes, ...]]] = OrderedDict()
+        self._answers: OrderedDict[tuple[str, str], str] = OrderedDict()
+        """(agent, an answer's id) → the session it answered (for requests chained by ``previous_response_id``)."""
 
     def get(self, agent_id: str, agent_session: str) -> tuple[str, tuple[bytes, ...]] | None:
         """The session this id maps to and its latest request's message digests."""
@@ -88,7 +93,26 @@ class AgentIds:
         """The session an agent's own ids name (to resolve the request by, as if named in X-Ruyi-Session): the
         conversation's id where it sent one, else the one a resumed Claude Code conversation continues; None: the chain
         index decides."""
-        return conversation_of(headers, body) or self.resumed(agent_id, agent_session_of(headers), chain)
+        return conversation_of(headers, body) or self.chained_from(agent_id, body) or self.resumed(agent_id, agent_session_of(headers), chain)
+
+    def chained_from(self, agent_id: str, body: Mapping[str, Any]) -> str | None:
+        """The session of the answer a request chains from (``previous_response_id``), if this Ruyi relayed it."""
+        previous = body.get(CHAINED_FIELD)
+        if not isinstance(previous, str) or not previous:
+            return None
+        with self._lock:
+            return self._answers.get((agent_id, previous))
+
+    def answered(self, agent_id: str, answer_id: str | None, session_id: str) -> None:
+        """An answer with its own id (a Responses API response's) came back for a request of ``session_id``."""
+        if answer_id is None or len(answer_id) > MAX_ID_CHARS:
+            return
+        key = (agent_id, answer_id)
+        with self._lock:
+            self._answers[key] = session_id
+            self._answers.move_to_end(key)
+            while len(self._answers) > KEPT:
+                self._answers.popitem(last=False)
 
     def resumed(self, agent_id: str, agent_session: str | None, chain: MessageChain) -> str | None:
         """The session a request resumes (to resolve it by, as if named in X-Ruyi-Session): the one its agent's id maps

@@ -24,6 +24,7 @@ from memory.shared import Relocate, SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
+from proxy.dialects.responses import RESPONSES, chained, chained_messages
 from proxy.know import tokens as token_module
 from proxy.know import window as window_module
 from proxy.know.calibration import Calibration, usage_from_anthropic, usage_from_ollama, usage_from_openai
@@ -80,6 +81,9 @@ class Measurement:
     """This request's turn in its session (``with m.turn:`` around its rewrite)."""
     requested: int | None = None
     """The answer's tokens the request asks for (``max_tokens``, ``num_predict``), if it says."""
+    history_elsewhere: bool = False
+    """The request continues a history kept at the provider (``previous_response_id``): Ruyi counted only its new
+    items, so the upstream's usage (the whole history's) is recorded but calibrates nothing."""
 
     @property
     def usage(self) -> float:
@@ -217,7 +221,7 @@ class Measurer:
         route = self.config.route_for(model)
         self.learnt.remember(route.url, model, limit)
         sent = sent_raw_tokens or m.raw_tokens
-        if count is not None and sent > 0:
+        if count is not None and sent > 0 and not m.history_elsewhere:
             self.calibration.observe(model, sent, count)
         scale = max(self.calibration.ratio(model), count / sent if count is not None and sent > 0 else 0.0)
         window = Window(min(limit, m.window.tokens), "learnt")
@@ -235,7 +239,13 @@ class Measurer:
         session cannot be resolved from memory). ``agent_id``: who is asking (proxy.http.auth decides it); sessions are
         found within that agent only. The request's session is resolved and its turn taken in one step, so a session's
         requests take turns in the order they were resolved."""
-        msgs = messages if messages is not None else generate_messages(body)
+        elsewhere = dialect_name == RESPONSES.name and chained(body)  # only the new items: the history is at the provider
+        if messages is not None:
+            msgs = messages
+        elif elsewhere:
+            msgs = chained_messages(body) or []
+        else:
+            msgs = generate_messages(body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
         named = session_header(headers) or self.agent_ids.named(agent_id, headers, body, chain)  # codex's ids, claude -c
@@ -261,7 +271,7 @@ class Measurer:
                     num_ctx = num_ctx_for(tokens, requested, window.tokens, self.loaded.num_ctx(key), self.config.window)
             m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
                             prompt.total + exact, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled), num_ctx,
-                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested)
+                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested, elsewhere)
             in_force = num_ctx or (window.tokens if window.source == "request" else None)
             if ollama and api == "openai":
                 in_force = self.config.ollama.default_context
@@ -358,6 +368,8 @@ class Measurer:
         Returns what was seen."""
         if m.ollama_model is not None:
             self.loaded.answered(m.ollama_model, m.keep_alive_s)  # the keep-alive counts from the answer's end
+        if assembled is not None and assembled.answer_id is not None:  # a later request may chain from it
+            self.agent_ids.answered(m.session.agent_id, assembled.answer_id, m.session.session_id)
         if assembled is None or not assembled.usage:
             return {}
         parse = {"ollama": usage_from_ollama, "anthropic": usage_from_anthropic}.get(wire, usage_from_openai)
@@ -366,7 +378,7 @@ class Measurer:
         reported = usage.prompt_tokens + cleared if usage.prompt_tokens is not None else None
         # Ollama leaves the KV-cached part out of what it reports, natively and over its /v1 alike
         partial = self.config.route_for(model).kind == "ollama"
-        ratio = self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
+        ratio = None if m.history_elsewhere else self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
         if ratio is not None:
             self._keep_ratio(ModelRatio(model, ratio))
         s = m.session
