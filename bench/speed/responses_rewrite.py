@@ -15,6 +15,9 @@ client's wall time through Ruyi and straight to the fake upstream.
 
     .venv/bin/python bench/speed/responses_rewrite.py                 # 149 steps, 32k window, 20 repeats, 5 cold runs
     .venv/bin/python bench/speed/responses_rewrite.py --steps 60      # a shorter conversation while iterating
+
+``RUYI_BENCH_OVERRIDES`` (JSON of config keys) changes Ruyi's configuration, e.g. ``{"server.loop_rewrite_bytes": 1048576}``
+keeps every rewrite on the event loop, where cProfile sees it.
 """
 
 from __future__ import annotations
