@@ -1,5 +1,7 @@
-"""Sessions from an agent's own ids: Claude Code's ``X-Claude-Code-Session-Id``, opencode's ``x-opencode-session``;
-Codex's ``thread-id`` / ``session-id`` headers and the Responses body's ``prompt_cache_key``.
+"""Sessions from an agent's own ids: Codex's, a ``prompt_cache_key``, Claude Code's, opencode's, a Responses answer's.
+
+Codex sends ``thread-id`` / ``session-id`` headers and the same id as the Responses body's ``prompt_cache_key``; Claude
+Code ``X-Claude-Code-Session-Id``; opencode ``x-opencode-session``.
 
 A conversation's own id (Codex's; ``prompt_cache_key``, which Codex sets to the same id) names the Ruyi session, within the caller's agent, as X-Ruyi-Session would: two ids are two sessions even
 when their requests start alike, and an id seen again (after its own compaction rewrote the history, after a restart)

@@ -24,9 +24,9 @@ from memory.shared import Relocate, SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
-from proxy.dialects.responses import RESPONSES, chained, chained_messages
 from proxy.know import tokens as token_module
 from proxy.know import window as window_module
+from proxy.know.bodies import body_messages, context_tokens
 from proxy.know.calibration import Calibration, usage_from_anthropic, usage_from_ollama, usage_from_openai
 from proxy.know.learnt import LearntWindows, stated_limit
 from proxy.know.loaded_models import LoadedModels, ModelKey, keep_alive_seconds
@@ -82,8 +82,7 @@ class Measurement:
     requested: int | None = None
     """The answer's tokens the request asks for (``max_tokens``, ``num_predict``), if it says."""
     history_elsewhere: bool = False
-    """The request continues a history kept at the provider (``previous_response_id``): Ruyi counted only its new
-    items, so the upstream's usage (the whole history's) is recorded but calibrates nothing."""
+    """Its history is at the provider (``previous_response_id``): the upstream's usage is recorded, never calibrates."""
 
     @property
     def usage(self) -> float:
@@ -94,25 +93,10 @@ class Measurement:
         return self.tokens if raw_tokens == self.raw_tokens else round(raw_tokens * self.scale)
 
 
-def generate_messages(body: Mapping[str, Any]) -> Messages:
-    """``/api/generate`` has a prompt, not messages: measure it as system + user (with its images)."""
-    out = [{"role": "system", "content": body["system"]}] if isinstance(body.get("system"), str) else []
-    user: dict[str, Any] = {"role": "user", "content": body.get("prompt") if isinstance(body.get("prompt"), str) else ""}
-    if isinstance(body.get("images"), list) and body["images"]:
-        user["images"] = body["images"]
-    return [*out, user]
-
-
 def wants_context_1m(headers: Mapping[str, str]) -> bool:
     """Whether ``anthropic-beta`` asks for the 1M-token window (``context-1m-2025-08-07``)."""
     values = [v for k, v in headers.items() if k.lower() == "anthropic-beta"]
     return any(flag.strip().startswith("context-1m-") for value in values for flag in value.split(","))
-
-
-def context_tokens(body: Mapping[str, Any]) -> int:
-    """``/api/generate``'s ``context``: the token ids of the conversation so far, counted exactly."""
-    context = body.get("context")
-    return len(context) if isinstance(context, list) else 0
 
 
 class Measurer:
@@ -239,13 +223,7 @@ class Measurer:
         session cannot be resolved from memory). ``agent_id``: who is asking (proxy.http.auth decides it); sessions are
         found within that agent only. The request's session is resolved and its turn taken in one step, so a session's
         requests take turns in the order they were resolved."""
-        elsewhere = dialect_name == RESPONSES.name and chained(body)  # only the new items: the history is at the provider
-        if messages is not None:
-            msgs = messages
-        elif elsewhere:
-            msgs = chained_messages(body) or []
-        else:
-            msgs = generate_messages(body)
+        msgs, elsewhere = (messages, False) if messages is not None else body_messages(dialect_name, body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
         named = session_header(headers) or self.agent_ids.named(agent_id, headers, body, chain)  # codex's ids, claude -c
