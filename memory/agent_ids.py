@@ -3,10 +3,11 @@
 Codex sends ``thread-id`` / ``session-id`` headers and the same id as the Responses body's ``prompt_cache_key``; Claude
 Code ``X-Claude-Code-Session-Id``; opencode ``x-opencode-session``.
 
-A conversation's own id (Codex's; ``prompt_cache_key``, which Codex sets to the same id) names the Ruyi session, within the caller's agent, as X-Ruyi-Session would: two ids are two sessions even
-when their requests start alike, and an id seen again (after its own compaction rewrote the history, after a restart)
-is the same session. A Responses request chained by ``previous_response_id`` (its history at the provider, its body only
-the new items) belongs to the session of the answer it names. Without any of these, the chain index decides.
+A conversation's own id (Codex's; ``prompt_cache_key``) names the Ruyi session, within the caller's agent, as
+X-Ruyi-Session would: two ids are two sessions even when their requests start alike, and an id seen again (after its
+own compaction rewrote the history, after a restart) is the same session. A Responses request chained by
+``previous_response_id`` (its history at the provider, its body only the new items) belongs to the session of the
+answer it names. Without any of these, the chain index decides.
 
 Claude Code's id is not a Ruyi session: Claude Code sends the same id on its sub-agents' and side requests (a title,
 a quota check), which are sessions of their own. So the chain index decides first, as without the id; the id only
