@@ -10,7 +10,9 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from multidict import CIMultiDict
 
+from memory.agent_ids import conversation_of
 from tests.conftest import MakeProxy, base_url
 from tests.conversation.agent_bodies import CLAUDE_REMINDER_BEFORE, REQUEST
 from tests.fake_upstream import FakeUpstream
@@ -106,3 +108,16 @@ async def test_codex_ids_name_its_sessions_within_the_agent(make_proxy: MakeProx
     assert elsewhere == "019a-aaaa"  # the same name, within that agent: a session of its own
     assert await sessions_of(proxy, "other-agent") == {"019a-aaaa": 1}
     assert (await sessions_of(proxy, "codex"))["019a-aaaa"] == 2
+
+
+def test_which_id_names_a_conversation() -> None:
+    """Codex's thread id before its session id (a sub-agent's thread is its own conversation), either before the body's
+    key; an id that looks like a secret is never the session's name; Claude Code's id names nothing."""
+    both = {"thread-id": "thread-2", "session-id": "root-1"}
+    assert conversation_of(both, {"prompt_cache_key": "key-3"}) == "thread-2"
+    assert conversation_of(CIMultiDict({"Session-Id": "root-1"}), {"prompt_cache_key": "key-3"}) == "root-1"
+    assert conversation_of({"session_id": "old-codex"}, {}) == "old-codex"
+    assert conversation_of({}, {"prompt_cache_key": "key-3"}) == "key-3"
+    secret = conversation_of({}, {"prompt_cache_key": "sk-proj-" + "a1B2c3D4" * 6})
+    assert secret is not None and secret.startswith("h-") and "a1B2" not in secret
+    assert conversation_of({"X-Claude-Code-Session-Id": "cc-1"}, {"prompt_cache_key": 7}) is None
