@@ -4,15 +4,19 @@ item is the user's, usage with ``input_tokens_details.cached_tokens``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
 
 from aiohttp import web
 
+ANSWER_IDS = itertools.count(1)
+"""Each answer's own id (``resp_fake_<n>``), as a client chaining by ``previous_response_id`` names it."""
 
-def _response(body: dict[str, Any], output: list[dict[str, Any]], usage: dict[str, Any], status: str) -> dict[str, Any]:
-    return {"id": "resp_fake_1", "object": "response", "created_at": int(time.time()), "status": status, "model": body.get("model"),
+
+def _response(body: dict[str, Any], output: list[dict[str, Any]], usage: dict[str, Any], status: str, answer: str) -> dict[str, Any]:
+    return {"id": answer, "object": "response", "created_at": int(time.time()), "status": status, "model": body.get("model"),
             "output": output, "parallel_tool_calls": True, "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [],
             "temperature": None, "top_p": None, "instructions": body.get("instructions"), "error": None, "incomplete_details": None,
             "metadata": {}, "text": {"format": {"type": "text"}}, "truncation": "disabled", "usage": usage}
@@ -41,11 +45,12 @@ async def responses(request: web.Request) -> web.StreamResponse:
     else:
         item = {"type": "message", "id": "msg_fake_1", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": fake.reply, "annotations": []}]}
+    answer = f"resp_fake_{next(ANSWER_IDS)}"
     if not body.get("stream"):
-        return web.json_response(_response(body, [item], usage, "completed"))
+        return web.json_response(_response(body, [item], usage, "completed", answer))
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": _response(body, [], {}, "in_progress")},
-        {"type": "response.in_progress", "response": _response(body, [], {}, "in_progress")},
+        {"type": "response.created", "response": _response(body, [], {}, "in_progress", answer)},
+        {"type": "response.in_progress", "response": _response(body, [], {}, "in_progress", answer)},
     ]
     if wants_tool:
         events.append({"type": "response.output_item.added", "output_index": 0, "item": {**item, "arguments": "", "status": "in_progress"}})
@@ -65,6 +70,6 @@ async def responses(request: web.Request) -> web.StreamResponse:
         events.append({"type": "response.content_part.done", "item_id": item["id"], "output_index": 0, "content_index": 0,
                        "part": {**part, "text": fake.reply}})
     events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
-    events.append({"type": "response.completed", "response": _response(body, [item], usage, "completed")})
+    events.append({"type": "response.completed", "response": _response(body, [item], usage, "completed", answer)})
     frames = [f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode() for n, e in enumerate(events)]
     return await _stream(request, "text/event-stream", frames)

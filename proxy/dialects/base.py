@@ -38,6 +38,8 @@ class Assembled:
     done: bool = False
     applied_edits: list[dict[str, Any]] = field(default_factory=list)
     """What Anthropic's own context management cleared before the model saw the prompt (``applied_edits``)."""
+    answer_id: str | None = None
+    """The answer's own id where a later request may chain from it (a Responses API response's ``id``)."""
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}

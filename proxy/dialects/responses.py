@@ -12,14 +12,16 @@ came from. Removed messages take all their items with them, so a call and its ou
 (an archive's summary) is a ``developer`` message in its place, after the kept head: ``instructions`` and ``tools`` stay
 byte for byte, and so does the provider's cached prefix up to the archive.
 
-A body chained by ``previous_response_id`` holds only the new items (the history is at the provider): Ruyi measures
-what it sees and rewrites nothing (``to_canonical`` answers None), so the chain is never broken.
+A body chained by ``previous_response_id`` holds only the new items (the history is at the provider): Ruyi rewrites
+nothing (``to_canonical`` answers None), so the chain is never broken; it counts the new items (``chained_messages``),
+finds the session by the response it chains from (the answer's id, ``Assembled.answer_id``), and takes the provider's
+usage as the session's size without calibrating by it (it counts a history Ruyi never saw).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,20 @@ def items_of(body: dict[str, Any]) -> list[Any] | None:
     if isinstance(given, list):
         return given
     return None
+
+
+def chained(body: Any) -> bool:
+    """Whether a body continues a response stored at the provider (``previous_response_id``)."""
+    return isinstance(body, dict) and bool(body.get("previous_response_id"))
+
+
+def chained_messages(body: Mapping[str, Any]) -> Messages | None:
+    """The canonical messages of a chained body's new items (to count what Ruyi sees; never rewritten); None for a body
+    that is not chained."""
+    if not chained(body):
+        return None
+    found = convert({k: v for k, v in body.items() if k != "previous_response_id"})
+    return found[0] if found is not None else []
 
 
 def convert(body: dict[str, Any]) -> tuple[Messages, list[Origin]] | None:
@@ -290,6 +306,7 @@ class ResponsesAssembler:
                 result.tool_calls.append(_call(item))
         elif kind in ("response.completed", "response.incomplete"):
             response = obj.get("response") or {}
+            result.answer_id = _answer_id(response)
             result.usage = dict(response.get("usage") or {})
             result.finish_reason = response.get("status")
             result.done = True
@@ -308,5 +325,12 @@ class ResponsesAssembler:
                 self.result.content += "".join(p.get("text", "") for p in item.get("content") or () if isinstance(p, dict))
             elif item.get("type") in CALLS:
                 self.result.tool_calls.append(_call(item))
+        self.result.answer_id = _answer_id(obj)
         self.result.usage = dict(obj.get("usage") or {})
         self.result.finish_reason = obj.get("status")
+
+
+def _answer_id(response: Any) -> str | None:
+    """A Response's id (what a later request names as ``previous_response_id``)."""
+    found = response.get("id") if isinstance(response, dict) else None
+    return found if isinstance(found, str) and found else None

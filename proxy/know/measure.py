@@ -26,6 +26,7 @@ from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
 from proxy.know import tokens as token_module
 from proxy.know import window as window_module
+from proxy.know.bodies import body_messages, context_tokens
 from proxy.know.calibration import Calibration, usage_from_anthropic, usage_from_ollama, usage_from_openai
 from proxy.know.learnt import LearntWindows, stated_limit
 from proxy.know.loaded_models import LoadedModels, ModelKey, keep_alive_seconds
@@ -80,6 +81,8 @@ class Measurement:
     """This request's turn in its session (``with m.turn:`` around its rewrite)."""
     requested: int | None = None
     """The answer's tokens the request asks for (``max_tokens``, ``num_predict``), if it says."""
+    history_elsewhere: bool = False
+    """Its history is at the provider (``previous_response_id``): the upstream's usage is recorded, never calibrates."""
 
     @property
     def usage(self) -> float:
@@ -90,25 +93,10 @@ class Measurement:
         return self.tokens if raw_tokens == self.raw_tokens else round(raw_tokens * self.scale)
 
 
-def generate_messages(body: Mapping[str, Any]) -> Messages:
-    """``/api/generate`` has a prompt, not messages: measure it as system + user (with its images)."""
-    out = [{"role": "system", "content": body["system"]}] if isinstance(body.get("system"), str) else []
-    user: dict[str, Any] = {"role": "user", "content": body.get("prompt") if isinstance(body.get("prompt"), str) else ""}
-    if isinstance(body.get("images"), list) and body["images"]:
-        user["images"] = body["images"]
-    return [*out, user]
-
-
 def wants_context_1m(headers: Mapping[str, str]) -> bool:
     """Whether ``anthropic-beta`` asks for the 1M-token window (``context-1m-2025-08-07``)."""
     values = [v for k, v in headers.items() if k.lower() == "anthropic-beta"]
     return any(flag.strip().startswith("context-1m-") for value in values for flag in value.split(","))
-
-
-def context_tokens(body: Mapping[str, Any]) -> int:
-    """``/api/generate``'s ``context``: the token ids of the conversation so far, counted exactly."""
-    context = body.get("context")
-    return len(context) if isinstance(context, list) else 0
 
 
 class Measurer:
@@ -139,7 +127,7 @@ class Measurer:
         self.ollama_windows = OllamaWindows(self._show, config.window, config.ollama)
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
-        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (claude -c)
+        self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (codex, claude -c)
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""
@@ -217,7 +205,7 @@ class Measurer:
         route = self.config.route_for(model)
         self.learnt.remember(route.url, model, limit)
         sent = sent_raw_tokens or m.raw_tokens
-        if count is not None and sent > 0:
+        if count is not None and sent > 0 and not m.history_elsewhere:
             self.calibration.observe(model, sent, count)
         scale = max(self.calibration.ratio(model), count / sent if count is not None and sent > 0 else 0.0)
         window = Window(min(limit, m.window.tokens), "learnt")
@@ -235,10 +223,10 @@ class Measurer:
         session cannot be resolved from memory). ``agent_id``: who is asking (proxy.http.auth decides it); sessions are
         found within that agent only. The request's session is resolved and its turn taken in one step, so a session's
         requests take turns in the order they were resolved."""
-        msgs = messages if messages is not None else generate_messages(body)
+        msgs, elsewhere = (messages, False) if messages is not None else body_messages(dialect_name, body)
         chain = self.fingerprinter.chain(msgs)
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
-        named = session_header(headers) or self.agent_ids.resumed(agent_id, agent_session_of(headers), chain)  # claude -c
+        named = session_header(headers) or self.agent_ids.named(agent_id, headers, body, chain)  # codex's ids, claude -c
         if self.shared:
             resolution, turn = self._resolve_shared(agent_id, chain, named, stored)
         else:
@@ -261,7 +249,7 @@ class Measurer:
                     num_ctx = num_ctx_for(tokens, requested, window.tokens, self.loaded.num_ctx(key), self.config.window)
             m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
                             prompt.total + exact, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled), num_ctx,
-                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested)
+                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested, elsewhere)
             in_force = num_ctx or (window.tokens if window.source == "request" else None)
             if ollama and api == "openai":
                 in_force = self.config.ollama.default_context
@@ -358,6 +346,8 @@ class Measurer:
         Returns what was seen."""
         if m.ollama_model is not None:
             self.loaded.answered(m.ollama_model, m.keep_alive_s)  # the keep-alive counts from the answer's end
+        if assembled is not None and assembled.answer_id is not None:  # a later request may chain from it
+            self.agent_ids.answered(m.session.agent_id, assembled.answer_id, m.session.session_id)
         if assembled is None or not assembled.usage:
             return {}
         parse = {"ollama": usage_from_ollama, "anthropic": usage_from_anthropic}.get(wire, usage_from_openai)
@@ -366,7 +356,7 @@ class Measurer:
         reported = usage.prompt_tokens + cleared if usage.prompt_tokens is not None else None
         # Ollama leaves the KV-cached part out of what it reports, natively and over its /v1 alike
         partial = self.config.route_for(model).kind == "ollama"
-        ratio = self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
+        ratio = None if m.history_elsewhere else self.calibration.observe(model, forwarded_raw_tokens, reported, partial=partial)
         if ratio is not None:
             self._keep_ratio(ModelRatio(model, ratio))
         s = m.session

@@ -1,6 +1,6 @@
 """Codex (``codex exec``) driven end to end through Ruyi against a scripted model speaking the Responses API, with a
-custom provider pointing at Ruyi: it completes, Ruyi measures and rewrites its requests (one session, archived as it
-grows), and no malformed history (a call without its output, an output without its call) reaches the model."""
+custom provider pointing at Ruyi: it completes, Ruyi measures and rewrites its requests (one session named from Codex's
+own id, archived as it grows), and no malformed history (a call without its output, an output without its call) reaches the model."""
 
 from __future__ import annotations
 
@@ -77,7 +77,14 @@ async def codex_run(aiohttp_server: Any, tmp_path: Path, request: Any) -> dict[s
         for agent in agents:
             async with http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": agent["agent_id"]}) as resp:
                 sessions += (await resp.json())["sessions"]
-    return {"code": code, "output": output, "scripted": scripted, "sessions": sessions, "chat": request.param == "chat-only"}
+    return {"code": code, "output": output, "scripted": scripted, "sessions": sessions, "chat": request.param == "chat-only",
+            "codex_ids": codex_ids(home)}
+
+
+def codex_ids(home: Path) -> list[str]:
+    """The ids of the conversations Codex ran, from its own rollout files (their first line: the session's meta)."""
+    rollouts = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+    return [json.loads(path.read_text().splitlines()[0])["payload"]["id"] for path in rollouts]
 
 
 def chat_paired(body: dict[str, Any]) -> bool:
@@ -103,3 +110,4 @@ async def test_codex_completes_through_ruyi_measured_and_archived(codex_run: dic
     assert any("ruyi-archive" in json.dumps(b) for b in main), "the session was archived as it grew"
     busiest = max(codex_run["sessions"], key=lambda s: s["requests"])
     assert busiest["requests"] == len(main)  # one Ruyi session for the conversation
+    assert [busiest["session_id"]] == codex_run["codex_ids"]  # named from Codex's own id (its session-id header)
