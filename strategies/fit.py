@@ -12,9 +12,10 @@ from strategies.base import CONTENT, Replacement
 from strategies.placeholder import kept_as, ref_id
 
 STRATEGY = "fit"
-SHARES = (0.3, 0.1)
-"""Each pass cuts a text to at most this share of the usable window (the first pass is truncation's own cap): a pure
-function of the text and the window, so the same request is cut the same way in every process and on every retry."""
+SHARES = (0.3, 0.1, 0.03)
+"""Each pass cuts a text to at most this share of the usable window (the first pass is truncation's own cap), the next
+pass only when the one before did not free enough: a pure function of the texts and the window, so the same request
+is cut the same way in every process and on every retry."""
 MIN_CAP = 64
 _RANK = {"tool": 0, "assistant": 1, "user": 2}
 """Tool outputs go first, then the agent's own words, then later user messages; the head (system text, preambles,

@@ -47,9 +47,22 @@ NOTES = (
 )
 
 
+RUYI_RUNS: list[OfflineRuyi] = []
+"""Every Ruyi made since the last ``refused()``: how many requests it would have refused."""
+
+
 def make_ruyi_rewrite(window: int) -> Rewrite:
-    """Ruyi with its default config (pruning alone), one fresh offline session per trace."""
-    return OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER)
+    """Ruyi with its default config, one fresh offline session per trace."""
+    RUYI_RUNS.append(OfflineRuyi(RUYI_CONFIG, "gpt-4", window, RUYI_COUNTER))
+    return RUYI_RUNS[-1]
+
+
+def refused() -> int:
+    """Requests the Ruyis made since the last call would have refused as unable to fit (``ruyi serve`` answers them
+    with the provider's context-length error instead of forwarding them over the window)."""
+    n = sum(r.unfit for r in RUYI_RUNS)
+    RUYI_RUNS.clear()
+    return n
 
 
 STRATEGIES: dict[str, Factory] = {
@@ -141,12 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for window in (int(w) for w in args.windows.split(",")):
         rows: dict[str, ReplayResult] = {}
         unfit = head_too_big(traces, window, count)
+        refusals: dict[str, int] = {}
         for name, factory in chosen.items():
             started = time.perf_counter()
             rows[name] = run_strategy(factory, traces, window, count, name)
             seconds = time.perf_counter() - started
+            refusals[name] = refused()
             report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {
-                "seconds": round(seconds, 2), "over_where_head_fits": over_where_head_fits(rows[name], unfit)[0]}
+                "seconds": round(seconds, 2), "over_where_head_fits": over_where_head_fits(rows[name], unfit)[0], "refused": refusals[name]}
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         everything[window] = rows
         if not args.json:
@@ -155,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              ((name, over_where_head_fits(result, unfit)) for name, result in rows.items()))
             where = (f" Traces whose system text, task and tools alone are over the window: {', '.join(sorted(unfit))}; over the "
                      f"window where they fit: {fits}.") if unfit else ""
+            where += "".join(f" {name} would refuse {n} of the requests over the window as unable to fit (never sent)."
+                             for name, n in refusals.items() if n)
             print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}{where}\n")
     if not args.json and len(everything) > 1:
         print(side_by_side(everything))

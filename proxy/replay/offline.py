@@ -46,6 +46,8 @@ class OfflineRuyi:
         summarizer = LLMSummarizer(config.summarizer) if config.summarizer.model else None
         self.longctx = LongCtx(config.archive, config.pruning.tool_table(), summarizer=summarizer)
         self.outcomes: list[Outcome] = []
+        self.unfit = 0
+        """Requests ``ruyi serve`` would refuse: still over the whole window once cut to fit (``proxy.rewrite.fit``)."""
         self.contexts: list[RequestContext] = []
         """The last request's context (what each step learnt), for tests and benches."""
 
@@ -96,4 +98,5 @@ class OfflineRuyi:
                 asyncio.run(self.longctx.prepare_s1(state, mem, m))
                 self.longctx.prepare_for(mem, m, first)
         self.contexts[:] = [ctx]
+        self.unfit += ctx.unfit is not None
         return out

@@ -1,8 +1,8 @@
 """The last step: what is still over the usable window is cut to fit; what cannot fit at all is refused, never sent.
 
-Once pruned, archived and laid out, a request still over the usable window has the biggest texts of its newest turns cut
-(``strategies.fit``); one whose system text, task, tools and newest message alone are over the whole window is refused
-with the provider's own context-length error, saying what did not fit (``refusal``)."""
+Once pruned, archived and laid out, a request still over the usable window has the biggest texts of its turns cut
+(``strategies.fit``); one still over the whole window even so is refused with the provider's own context-length error,
+saying what did not fit (``refusal``)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,14 @@ class FitStep:
 
     name = "fit"
 
-    def __init__(self, options: WindowOptions, tiers: TierOptions, cut: bool = True) -> None:
+    def __init__(self, options: WindowOptions, tiers: TierOptions, cut: bool = True, archive: bool = True) -> None:
         self.options = options
         self.tiers = tiers
         self.cut = cut
         """Whether texts may be cut (``pruning.enabled``): with pruning off nothing is, and only the refusal remains."""
+        self.archive = archive
+        """Whether archives are on (``archive.enabled``): then whatever is still over the window is refused; with them off
+        (a person's choice to keep every turn), only a request whose head and newest message alone are over it."""
 
     def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
         m, outcome = ctx.measurement, ctx.pruning
@@ -57,7 +60,7 @@ class FitStep:
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)
-            if parts["tokens"] - parts["turns"] > m.budget.window:  # even without every turn between task and newest
+            if self.archive or parts["tokens"] - parts["turns"] > m.budget.window:  # else even with no turn between
                 ctx.unfit = parts
         return out
 

@@ -111,6 +111,7 @@ def default_steps(config: Config) -> list[Step]:
     plan, layout = layout_steps(config.layout, config)
     steps: list[Step] = [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
                          ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
-                         SnapshotStep(config.layout), layout, FitStep(config.window, config.tiers, config.pruning.enabled)]
+                         SnapshotStep(config.layout), layout,
+                         FitStep(config.window, config.tiers, config.pruning.enabled, config.archive.enabled)]
     check_handoffs(steps)
     return steps
