@@ -91,3 +91,37 @@ async def test_a_guessed_window_or_refuse_over_off_sends_it_as_it_is(make_proxy:
     model = "gpt-4o" if "models" in window else "my-own-finetune"  # a model nothing knows: the window is a guess
     await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Review this: " + lines("code", 400)}])
     assert fake.last().json["messages"][0]["content"].startswith("Review this: ")
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+async def test_the_cut_is_written_back_into_anthropic_and_responses_bodies(make_proxy: MakeProxy, fake: FakeUpstream, wire: str) -> None:
+    thinking = "I will run make. " + lines("plan", 300)  # the agent's own words, far over the usable window
+    async with aiohttp.ClientSession() as http:
+        if wire == "anthropic":
+            proxy = await make_proxy("anthropic", window=SMALL)
+            body: dict[str, Any] = {"model": "claude-opus-4-5", "max_tokens": 100, "messages": [
+                {"role": "user", "content": "Why does the build fail?"},
+                {"role": "assistant", "content": [{"type": "text", "text": thinking},
+                                                  {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "make"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error 1"}]}]}
+            path = "/v1/messages"
+        else:
+            proxy = await make_proxy(window=SMALL)
+            body = {"model": "gpt-4o", "input": [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Why does the build fail?"}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": thinking}]},
+                {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"command": "make"}'},
+                {"type": "function_call_output", "call_id": "call_1", "output": "Error 1"}]}
+            path = "/v1/responses"
+        async with http.post(base_url(proxy) + path, json=body) as r:
+            assert r.status == 200, await r.text()
+            assert int(r.headers["X-Ruyi-Tokens-After"]) <= USABLE
+    sent = fake.last().json
+    if wire == "anthropic":
+        assert fake.anthropic_refused == [] and sent["messages"][0] == body["messages"][0] and sent["messages"][2] == body["messages"][2]
+        text, call = sent["messages"][1]["content"][0]["text"], sent["messages"][1]["content"][1]
+        assert call == body["messages"][1]["content"][1], "the call goes as it came"
+    else:
+        assert sent["input"][0] == body["input"][0] and sent["input"][2:] == body["input"][2:]
+        text = sent["input"][1]["content"][0]["text"]
+    assert text.startswith("[ruyi: cut from") and "I will run make." in text and "plan line 299:" in text
