@@ -14,7 +14,7 @@ from strategies.placeholder import kept_as, ref_id
 STRATEGY = "fit"
 SHARES = (0.3, 0.1, 0.03)
 """Each pass cuts a text to at most this share of the usable window (the first pass is truncation's own cap), the next
-pass only when the one before did not free enough: a pure function of the texts and the window, so the same request
+pass only when the ones before did not free enough: a pure function of the texts and the window, so the same request
 is cut the same way in every process and on every retry."""
 MIN_CAP = 64
 _RANK = {"tool": 0, "assistant": 1, "user": 2}
@@ -37,9 +37,12 @@ def cuttable_text(message: Any) -> str | None:
 
 
 def fit(messages: Sequence[dict[str, Any]], head: int, over_by: int, usable: int, count_text: Callable[[str], int],
-        window: int, recall_tool: str | None = None) -> list[Replacement]:
+        window: int, recall_tool: str | None = None, over_window: int | None = None) -> list[Replacement]:
     """Replacements that cut the biggest texts after ``head`` until ``over_by`` tokens are saved, or nothing is left to
-    cut; ``usable``: the window less the answer's reserve (the caps' base), ``window``: what the marker names."""
+    cut; ``usable``: the window less the answer's reserve (the caps' base), ``window``: what the marker names.
+
+    ``over_window``: what must be saved for the request not to be over the whole window; the tighter passes (after the
+    first) run only for that, so the answer's reserve alone never costs more than truncation's own cap."""
     found: list[tuple[int, int, int, str]] = []
     for i in range(head, len(messages)):
         rank = _RANK.get(str(messages[i].get("role")))
@@ -49,7 +52,9 @@ def fit(messages: Sequence[dict[str, Any]], head: int, over_by: int, usable: int
     found.sort()
     cut: dict[int, Replacement] = {}
     need = over_by
-    for share in SHARES:
+    for n, share in enumerate(SHARES):
+        if n == 1 and over_window is not None:
+            need -= over_by - over_window  # what is still to save for the whole window, no longer the usable part
         cap = max(MIN_CAP, int(share * usable))
         for _, minus_tokens, i, text in found:
             if need <= 0:

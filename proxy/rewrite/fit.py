@@ -46,7 +46,8 @@ class FitStep:
         if tokens <= usable:
             return messages
         head = head_end(messages)
-        cuts = fit(messages, head, int(tokens - usable) + 1, m.budget.usable, m.count_text, m.window.tokens, ctx.recall_tool) if self.cut else []
+        over = int(tokens - usable) + 1, int(tokens - window) + 1
+        cuts = fit(messages, head, over[0], m.budget.usable, m.count_text, m.window.tokens, ctx.recall_tool, over[1]) if self.cut else []
         out = apply_replacements(messages, cuts) if cuts else messages
         if cuts:
             saved = sum(r.tokens_saved for r in cuts)

@@ -52,3 +52,11 @@ def test_nothing_within_the_head_or_carrying_an_image_is_cut() -> None:
     assert fit(messages, 2, 5000, 2000, COUNT, 4096) == []
     assert fit(messages, 4, 5000, 2000, COUNT, 4096) == [], "everything is head"
     assert cuttable_text({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) == "a\nb"
+
+
+def test_the_tighter_passes_run_only_for_the_whole_window_never_for_the_answers_reserve_alone() -> None:
+    messages = conversation(lines("out", 400), words="Thinking: " + lines("mine", 300))
+    reserve_only = fit(messages, 2, 11_000, 2000, COUNT, 4096, over_window=0)  # over the usable part, not the window
+    assert [r.tokens_after > 0.1 * 2000 for r in reserve_only] == [True, True], "truncation's own cap, no tighter"
+    over = fit(messages, 2, 11_000, 2000, COUNT, 4096, over_window=10_900)
+    assert all(r.tokens_after <= 0.1 * 2000 for r in over), "over the window itself: cut as far as it takes"
