@@ -1,10 +1,12 @@
-"""Where ``ruyi anchors`` and ``ruyi memo`` act: on the store directly, or on a running Ruyi's API (``--server URL``)."""
+"""Where ``ruyi anchors`` and ``ruyi memo`` act: on the store directly, or on a running Ruyi's API (``--url URL``)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import json
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,6 +33,20 @@ Answer = tuple[int, Any]
 
 class CommandError(Exception):
     """What the command says on stderr before exiting 1."""
+
+
+class _DeprecatedServer(argparse.Action):
+    """``--server URL``, the old name of ``--url``: still works, says so on stderr."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        print("ruyi: --server is deprecated, use --url", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_url(parser: argparse.ArgumentParser, help: str) -> None:
+    """The one flag naming a running Ruyi across the CLI: ``--url URL`` (``--server``, hidden and deprecated, the same)."""
+    parser.add_argument("--url", metavar="URL", help=help)
+    parser.add_argument("--server", dest="url", metavar="URL", action=_DeprecatedServer, help=argparse.SUPPRESS)
 
 
 def _notebook(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -122,7 +138,7 @@ class Local:
         from memory.forms.render import build
         store = open_store(self.store)
         if store is None:
-            raise CommandError("store.backend is memory: no session outlives its Ruyi (use --server)")
+            raise CommandError("store.backend is memory: no session outlives its Ruyi (use --url)")
         try:
             stored = store.load_session(self.agent, session_id)
             reports = store.reports(self.agent, session_id, 1000) if stored is not None else []

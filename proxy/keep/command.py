@@ -10,15 +10,15 @@ import sys
 from typing import Any
 
 from config.load import load_config
-from proxy.keep.clients import Answer, CommandError, Local, Remote
+from proxy.keep.clients import Answer, CommandError, Local, Remote, add_url
 
 TARGET_HELP = "act on a running Ruyi's API at URL (default: the store under store.data_dir directly)"
 
 
 def _target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", metavar="A", help="the agent (default: 'default'; with --server, X-Ruyi-Agent)")
-    parser.add_argument("--server", metavar="URL", help=TARGET_HELP)
-    parser.add_argument("--key", metavar="K", help="with --server: X-Ruyi-Key, a client key (its agent) or the admin key (also RUYI_KEY)")
+    parser.add_argument("--agent", metavar="A", help="the agent (default: 'default'; with --url, X-Ruyi-Agent)")
+    add_url(parser, TARGET_HELP)
+    parser.add_argument("--key", metavar="K", help="with --url: X-Ruyi-Key, a client key (its agent) or the admin key (also RUYI_KEY)")
     parser.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
 
@@ -87,8 +87,8 @@ def _fields(pairs: list[str]) -> dict[str, str]:
 def open_target(args: argparse.Namespace) -> Local | Remote:
     key = getattr(args, "key", None) or os.environ.get("RUYI_KEY")
     session = getattr(args, "session", None) if args.command == "memo" else None
-    if args.server:
-        return Remote(args.server, args.agent, key, session)
+    if args.url:
+        return Remote(args.url, args.agent, key, session)
     config = load_config(args.config, os.environ)
     from memory.cards.workspace import for_agent
 
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     """Run one ``anchors`` or ``memo`` action; exit 1 with a message when refused."""
     action = {"anchors": "anchors_command", "memo": "memo_command", "session": "action"}[args.command]
     action = getattr(args, action)
-    if args.command == "session":  # `ruyi session show` shares the session command's options (--url names a running Ruyi)
-        args.server, args.id = args.url, args.session_id
+    if args.command == "session":  # `ruyi session show` shares the session command's options
+        args.id = args.session_id
     if action is None:
         print(f"ruyi {args.command}: name an action (see ruyi {args.command} --help)", file=sys.stderr)
         return 2
