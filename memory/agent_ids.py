@@ -9,10 +9,10 @@ session seen with it (the main conversation, not its side requests)."""
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from memory.chain import MessageChain
+from memory.lru import LRU
 from memory.session import Session
 
 AGENT_SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-opencode-session")
@@ -47,12 +47,12 @@ class AgentIds:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._map: OrderedDict[tuple[str, str], tuple[str, int, tuple[bytes, ...]]] = OrderedDict()
+        self._map: LRU[tuple[str, str], tuple[str, int, tuple[bytes, ...]]] = LRU(KEPT)
 
     def get(self, agent_id: str, agent_session: str) -> tuple[str, tuple[bytes, ...]] | None:
         """The session this id maps to and its latest request's message digests."""
         with self._lock:
-            found = self._map.get((agent_id, agent_session))
+            found = self._map.peek((agent_id, agent_session))
         return (found[0], found[2]) if found is not None else None
 
     def resumed(self, agent_id: str, agent_session: str | None, chain: MessageChain) -> str | None:
@@ -72,9 +72,6 @@ class AgentIds:
             return
         key, session_id, requests, digests = (agent_id, agent_session), session.session_id, session.requests, chain.digests
         with self._lock:
-            found = self._map.get(key)
+            found = self._map.get(key)  # a hit is the most recent now, whether or not it is replaced
             if found is None or found[0] == session_id or requests > found[1]:
                 self._map[key] = (session_id, requests, tuple(digests))
-            self._map.move_to_end(key)
-            while len(self._map) > KEPT:
-                self._map.popitem(last=False)
