@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,24 @@ async def test_memo_on_a_sub_agents_own_notebook(make_proxy: MakeProxy, fake: Fa
     assert "the agent's own" in agents and "the child's" not in agents
     assert await ruyi("memo", "show", "--session", "nope") == 1 and "no session 'nope'" in capsys.readouterr().err
     assert await ruyi("memo", "show", "--session", "nope", "--url", base_url(proxy)) == 1
+
+
+async def test_the_store_and_a_running_ruyi_answer_the_same_json(make_proxy: MakeProxy, capsys: pytest.CaptureFixture[str]) -> None:
+    proxy = await make_proxy()
+    await post(proxy, [{"role": "user", "content": "Write the release notes"}], headers={"X-Ruyi-Agent": "a"})
+
+    async def ruyi(*argv: str) -> Any:
+        assert await asyncio.to_thread(main, [*argv, "--json", "--agent", "a"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out  # log lines may come first
+        return json.JSONDecoder().raw_decode(out, out.index("{\n"))[0]
+
+    remote = ("--url", base_url(proxy))
+    await ruyi("anchors", "add", "--type", "D", "--title", "Use SQLite", *FIELDS, *remote)
+    await ruyi("memo", "add", "user", "prefers short answers")  # on the store's file, beside the running Ruyi
+    for argv in (("anchors", "list"), ("anchors", "show", "D001"), ("memo", "show"), ("memo", "versions"),
+                 ("cards", "list"), ("cards", "drafts"), ("cards", "workspace")):
+        local = await ruyi(*argv)
+        assert local == await ruyi(*argv, *remote), argv
+    assert local["agent_id"] == "a" and "rules" in local
+    edited = await ruyi("anchors", "edit", "D001", "--title", "Use SQLite, one file")
+    assert edited == await ruyi("anchors", "show", "D001", *remote) and edited["title"] == "Use SQLite, one file"
