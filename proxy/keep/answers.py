@@ -5,10 +5,14 @@ The API's handlers (proxy/api/) run these off the event loop; ``ruyi anchors|mem
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory.anchors.anchor import Anchor
 from memory.anchors.render import compact, export, full
+from memory.forms.render import SessionState
+from memory.forms.report import summarize
 from memory.notebook.render import injected
 from memory.notebook.sections import ENGLISH, SECTIONS
 from memory.notebook.sqlite_notebook import Notebook
@@ -61,6 +65,12 @@ def compaction(after: Notebook | None, how: str, current: Notebook | None) -> tu
         assert current is not None
         return 409 if how == "stale" else 502, {**notebook_view(current), "compacted": False, "how": how}
     return 200, {**notebook_view(after), "compacted": True, "how": how}
+
+
+def form_state(keeper: Keeper, agent: str, session_id: str, session: Mapping[str, Any], reports: Sequence[dict[str, Any]]) -> SessionState:
+    """What GET /sessions/ID/forms/FORM renders: the agent's memory for the session, its record (``requests``, ``tier``,
+    ``tokens``, ``window``) and the totals of its DCP reports."""
+    return dataclasses.replace(keeper.state(agent, session_id), session=dict(session), reports=summarize(reports))
 
 
 def cards_found(keeper: Keeper, agent: str, words: str | None, limit: int = SEARCH_LIMIT) -> dict[str, Any]:

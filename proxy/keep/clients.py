@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import sys
 import urllib.error
@@ -139,7 +138,7 @@ class Local:
             return 404, None
         record = stored.record
         session = {"requests": record.requests, "tier": record.tier, "tokens": record.prompt_tokens, "window": record.window}
-        state = dataclasses.replace(self.keeper.state(self.agent, session_id), session=session, reports=_summary(reports))
+        state = answers.form_state(self.keeper, self.agent, session_id, session, reports)
         text = build(state, form)  # or the summarizer's refinement of this very state, when a running Ruyi made one
         return 200, self.keeper.sessions.refined(self.agent, session_id, form, basis(text)) or text
 
@@ -254,14 +253,6 @@ class Remote:
 def _part(value: str) -> str:
     """One path segment, quoted."""
     return urllib.parse.quote(value, safe="")
-
-
-def _summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    batches: dict[str, int] = {}
-    for r in reports:
-        batches[str(r.get("batch"))] = batches.get(str(r.get("batch")), 0) + 1
-    saved = sum(row.get("tokens_saved", 0) for r in reports for row in (r.get("strategies") or {}).values())
-    return {"batches": batches, "tokens_saved": saved}
 
 
 def _decode(content_type: str, raw: bytes) -> Any:

@@ -116,7 +116,8 @@ async def test_memo_on_a_sub_agents_own_notebook(make_proxy: MakeProxy, fake: Fa
 
 async def test_the_store_and_a_running_ruyi_answer_the_same_json(make_proxy: MakeProxy, capsys: pytest.CaptureFixture[str]) -> None:
     proxy = await make_proxy()
-    await post(proxy, [{"role": "user", "content": "Write the release notes"}], headers={"X-Ruyi-Agent": "a"})
+    answer = await post(proxy, [{"role": "user", "content": "Write the release notes"}], headers={"X-Ruyi-Agent": "a"})
+    sid = answer.headers["X-Ruyi-Session"]
 
     async def ruyi(*argv: str) -> Any:
         assert await asyncio.to_thread(main, [*argv, "--json", "--agent", "a"]) == 0, capsys.readouterr().err
@@ -133,3 +134,8 @@ async def test_the_store_and_a_running_ruyi_answer_the_same_json(make_proxy: Mak
     assert local["agent_id"] == "a" and "rules" in local
     edited = await ruyi("anchors", "edit", "D001", "--title", "Use SQLite, one file")
     assert edited == await ruyi("anchors", "show", "D001", *remote) and edited["title"] == "Use SQLite, one file"
+    forms = []
+    for where in ((), remote):  # a session's form: the same text, its DCP line included
+        assert await asyncio.to_thread(main, ["session", "show", sid, "--form", "expanded", "--agent", "a", *where]) == 0
+        forms.append(capsys.readouterr().out)
+    assert "- DCP: applied 0" in forms[1] and forms[1].endswith(forms[0])
