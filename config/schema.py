@@ -229,7 +229,9 @@ class Config:
     server: ServerOptions = field(default_factory=ServerOptions)
     upstream: UpstreamOptions = field(default_factory=UpstreamOptions)
     default_route: Route = field(default_factory=Route)
+    """Where a request goes when no entry of ``routes`` matches its model."""
     routes: tuple[Route, ...] = ()
+    """Routes by model name, first match wins; a request no route matches goes to ``default_route``."""
     limits: LimitOptions = field(default_factory=LimitOptions)
     auth: AuthOptions = field(default_factory=AuthOptions)
     logging: LoggingOptions = field(default_factory=LoggingOptions)

@@ -18,12 +18,12 @@ session seen with it (the main conversation, not its side requests)."""
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory.chain import MessageChain
 from memory.identity import SESSION_HEADER, session_header
+from memory.lru import LRU
 from memory.session import Session
 
 AGENT_SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-opencode-session")
@@ -82,14 +82,14 @@ class AgentIds:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._map: OrderedDict[tuple[str, str], tuple[str, int, tuple[bytes, ...]]] = OrderedDict()
-        self._answers: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._map: LRU[tuple[str, str], tuple[str, int, tuple[bytes, ...]]] = LRU(KEPT)
+        self._answers: LRU[tuple[str, str], str] = LRU(KEPT)
         """(agent, an answer's id) → the session it answered (for requests chained by ``previous_response_id``)."""
 
     def get(self, agent_id: str, agent_session: str) -> tuple[str, tuple[bytes, ...]] | None:
         """The session this id maps to and its latest request's message digests."""
         with self._lock:
-            found = self._map.get((agent_id, agent_session))
+            found = self._map.peek((agent_id, agent_session))
         return (found[0], found[2]) if found is not None else None
 
     def named(self, agent_id: str, headers: Mapping[str, str], body: Mapping[str, Any], chain: MessageChain) -> str | None:
@@ -104,7 +104,7 @@ class AgentIds:
         if not isinstance(previous, str) or not previous:
             return None
         with self._lock:
-            return self._answers.get((agent_id, previous))
+            return self._answers.peek((agent_id, previous))
 
     def answered(self, agent_id: str, answer_id: str | None, session_id: str) -> None:
         """An answer with its own id (a Responses API response's) came back for a request of ``session_id``."""
@@ -113,9 +113,6 @@ class AgentIds:
         key = (agent_id, answer_id)
         with self._lock:
             self._answers[key] = session_id
-            self._answers.move_to_end(key)
-            while len(self._answers) > KEPT:
-                self._answers.popitem(last=False)
 
     def resumed(self, agent_id: str, agent_session: str | None, chain: MessageChain) -> str | None:
         """The session a request resumes (to resolve it by, as if named in X-Ruyi-Session): the one its agent's id maps
@@ -134,9 +131,6 @@ class AgentIds:
             return
         key, session_id, requests, digests = (agent_id, agent_session), session.session_id, session.requests, chain.digests
         with self._lock:
-            found = self._map.get(key)
+            found = self._map.get(key)  # a hit is the most recent now, whether or not it is replaced
             if found is None or found[0] == session_id or requests > found[1]:
                 self._map[key] = (session_id, requests, tuple(digests))
-            self._map.move_to_end(key)
-            while len(self._map) > KEPT:
-                self._map.popitem(last=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from memory.chain import MessageChain
 from memory.chain_index import AgentSessions, NeedsStore, find_session, needs_store
 from memory.decisions import merge, restore
 from memory.identity import AGENT_HEADER, SESSION_HEADER, agent_id_for, session_header  # noqa: F401 - re-exported
+from memory.lru import LRU
 from memory.session import How, Resolution, Session, SessionOptions
 from memory.store.base import Background, Report, Store, StoredSession, Usage
 from memory.unsaved import Unsaved, ref_ids
@@ -51,7 +51,7 @@ class SessionRegistry:
         self._soon = soon
         """Asks the background writer to `flush` soon (see `settle`); None: `settle` writes at once."""
         self._agents: dict[str, AgentSessions] = {}
-        self._lru: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lru: LRU[tuple[str, str], None] = LRU(self.options.max, evicted=lambda key, _: self._evict(*key))
         self._unsaved = Unsaved()
         self.reports_max = reports_max  # reports kept per session (in memory, and read back from the store by `reports`)
         self.unsaved_max = unsaved_max  # entries kept unsaved while the store keeps failing (past it the oldest are dropped)
@@ -349,9 +349,7 @@ class SessionRegistry:
         return session
 
     def _remember(self, agent_id: str, session_id: str) -> None:
-        self._lru[(agent_id, session_id)] = None
-        while len(self._lru) > self.options.max:
-            self._evict(*self._lru.popitem(last=False)[0])
+        self._lru[(agent_id, session_id)] = None  # past sessions.max the least recently used is evicted
 
     def _advance(self, session: Session, chain: MessageChain, how: How, shared: int) -> Resolution:
         agent_id, sid = session.agent_id, session.session_id
@@ -377,7 +375,6 @@ class SessionRegistry:
         if keep:
             self._unsaved.chain(session, known, before)
         self._lru[(agent_id, sid)] = None
-        self._lru.move_to_end((agent_id, sid))
         return Resolution(session, how, shared, len(chain.links) - shared)
 
     def _evict(self, agent_id: str, session_id: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from memory.store.base import ChainUpdate, Changes, SessionRecord
@@ -11,12 +10,9 @@ from memory.store.base import ChainUpdate, Changes, SessionRecord
 if TYPE_CHECKING:
     from memory.session import Session
 
-_RECORD_FIELDS = tuple(f.name for f in fields(SessionRecord))
-
-
 def record_of(session: Session) -> SessionRecord:
     """A session's own facts, as the store keeps them, at its next version (the one this write makes)."""
-    record = SessionRecord(**{name: getattr(session, name) for name in _RECORD_FIELDS})
+    record = session.row()
     record.version += 1
     return record
 

@@ -1,4 +1,4 @@
-"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``report``, ``sessions``, ``--version``; its ``--help`` is the documentation."""
+"""The ``ruyi`` command: ``serve``, ``replay``, ``config check``, ``config reference``, ``store vacuum``, ``store forget``, ``session``, ``archive``, ``anchors``, ``memo``, ``cards``, ``report``, ``sessions``, ``--version``; its ``--help`` is the documentation."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
+    reference = cfg_sub.add_parser(
+        "reference", help="print the configuration reference (docs/configuration.md), generated from the schema's field docs",
+        description="Print every configuration key with its type, default and what it does, as committed in "
+        "docs/configuration.md (generated from the docstrings of config/schema.py and each part's Options).",
+    )
+    reference.add_argument("--write", action="store_true", help="rewrite docs/configuration.md of this source tree instead of printing")
     store = sub.add_parser("store", help="maintain the store (sessions, decisions, refs under store.data_dir)")
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION")
     vacuum = store_sub.add_parser(
@@ -95,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config" and args.config_command == "check":
             print(effective_yaml(load_config(args.file, os.environ)), end="")
             return 0
+        if args.command == "config" and args.config_command == "reference":
+            from config.reference import run as run_reference
+
+            return run_reference(args)
         if args.command == "store" and args.store_command == "vacuum":
             return _vacuum(args)
         if args.command == "store" and args.store_command == "forget":

@@ -23,22 +23,30 @@ class StoreError(Exception):
 
 @dataclass
 class SessionRecord:
-    """A session's own facts (one row); its links, decisions and refs are kept beside it."""
+    """A session's own facts (one row, its columns in this order); its links, decisions and refs are kept beside it.
+    Declared once: the registry's ``Session`` (memory/session.py) is this row and what is kept beside it."""
 
     agent_id: str
     session_id: str
     parent_id: str | None = None
+    """The session this one branched from (a rewind or a rewritten history), if any."""
     created_at: float = 0.0
     last_seen: float = 0.0
     requests: int = 0
     prompt_tokens: int | None = None
+    """Our (calibrated) estimate of the latest request's prompt."""
     upstream_prompt_tokens: int | None = None
+    """The prompt size the upstream reported for the latest request that reported one."""
     cached_tokens: int | None = None
+    """Prompt tokens the upstream served from its cache on that request."""
     tier: str | None = None
     window: int | None = None
     num_ctx: int | None = None
+    """Ollama num_ctx in force; only ever raised (a change reloads the model)."""
     calibration: float | None = None
+    """The calibration ratio applied to the latest request."""
     batch_retry_at: int | None = None
+    """After a pruning batch that could not free enough: the prompt size at which to try again."""
     version: int = 0
     """Bumped by every write of the row: a process trusts its in-memory copy only while this is the one it holds."""
 

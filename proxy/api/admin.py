@@ -6,11 +6,11 @@ from typing import Any
 
 from aiohttp import web
 
+from memory.forms.report import markdown, summarize
 from memory.session import Session
 from proxy import appkeys
 from proxy.dialects.errors import ProxyError
 from proxy.http.auth import admin_caller
-from proxy.rewrite.report import markdown, summarize
 
 
 def session_view(s: Session) -> dict[str, Any]:

@@ -6,15 +6,11 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.anchors.anchor import Anchor, AnchorError
-from memory.anchors.render import compact, export, full
+from memory.anchors.anchor import AnchorError
 from proxy import appkeys
 from proxy.api.admin import agent_of
 from proxy.api.bodies import json_object, refused
-
-
-def view(anchor: Anchor) -> dict[str, Any]:
-    return {**anchor.view(), "compact": compact(anchor), "full": full(anchor)}
+from proxy.keep import answers
 
 
 def _refused(exc: AnchorError) -> web.Response:
@@ -27,20 +23,20 @@ async def create(request: web.Request) -> web.Response:
     agent, keeper = agent_of(request), request.app[appkeys.KEEPER]
     body = await json_object(request)
     try:
-        anchor = await keeper.run(keeper.anchors.create, agent, body)
+        created = await keeper.run(answers.anchor_created, keeper, agent, body)
     except AnchorError as exc:
         return _refused(exc)
-    return web.json_response({"id": anchor.anchor_id, "anchor": view(anchor)}, status=201)
+    return web.json_response(created, status=201)
 
 
 async def list_anchors(request: web.Request) -> web.Response:
     agent, keeper = agent_of(request), request.app[appkeys.KEEPER]
     await keeper.settle()
     try:
-        found = await keeper.run(keeper.anchors.list, agent, request.query.get("status"), request.query.get("type"))
+        listed = await keeper.run(answers.anchors_listed, keeper, agent, request.query.get("status"), request.query.get("type"))
     except AnchorError as exc:
         return _refused(exc)
-    return web.json_response({"agent_id": agent, "anchors": [a.view() for a in found]})
+    return web.json_response(listed)
 
 
 async def _one(request: web.Request, fn: Any, *args: Any) -> web.Response:
@@ -52,7 +48,7 @@ async def _one(request: web.Request, fn: Any, *args: Any) -> web.Response:
         return _refused(exc)
     if found is None or found is False:
         return refused(404, "anchor_not_found", f"this agent has no anchor {anchor_id} (GET /ruyi/v1/anchors lists them)")
-    return web.json_response({"deleted": anchor_id} if found is True else view(found))
+    return web.json_response({"deleted": anchor_id} if found is True else answers.anchor_view(found))
 
 
 async def get(request: web.Request) -> web.Response:
@@ -73,8 +69,7 @@ async def anchors_md(request: web.Request) -> web.Response:
     """The ``anchors.md`` export: an index, then every anchor in full."""
     agent, keeper = agent_of(request), request.app[appkeys.KEEPER]
     await keeper.settle()
-    found = await keeper.run(keeper.anchors.list, agent)
-    return web.Response(text=export(found, agent), content_type="text/markdown")
+    return web.Response(text=await keeper.run(answers.anchors_md, keeper, agent), content_type="text/markdown")
 
 
 def add_routes(app: web.Application) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from memory.cards.sqlite_drafts import STATUSES, DraftError
 from proxy import appkeys
 from proxy.api.admin import agent_of
 from proxy.api.bodies import refused
+from proxy.keep import answers
 
 
 async def search(request: web.Request) -> web.Response:
@@ -19,11 +18,7 @@ async def search(request: web.Request) -> web.Response:
     limit = request.query.get("limit", "20")
     if not limit.isdigit() or not 1 <= int(limit) <= 100:
         return refused(400, "invalid_limit", f"limit is a number from 1 to 100; got {limit!r}")
-    keywords, found, skipped = await keeper.run(keeper.organizer.search, agent, words, int(limit))
-    ws = keeper.organizer.workspaces(agent)
-    return web.json_response({"agent_id": agent, "query": words, "keywords": keywords, "folders": [str(f) for f in ws.card_dirs],
-                              "cards": [c.view(with_body=bool(words)) for c in found],
-                              "skipped": [{"path": str(p), "reason": why} for p, why in sorted(skipped.items())]})
+    return web.json_response(await keeper.run(answers.cards_found, keeper, agent, words, int(limit)))
 
 
 async def drafts(request: web.Request) -> web.Response:
@@ -33,8 +28,7 @@ async def drafts(request: web.Request) -> web.Response:
     if status is not None and status not in STATUSES:
         return refused(400, "invalid_status", f"status is one of {', '.join(STATUSES)}; got {status!r}")
     await keeper.settle()
-    found = await keeper.run(keeper.organizer.drafts.list, agent, status)
-    return web.json_response({"agent_id": agent, "drafts": [d.view() for d in found]})
+    return web.json_response(await keeper.run(answers.drafts_listed, keeper, agent, status))
 
 
 async def judge(request: web.Request) -> web.Response:
@@ -42,27 +36,21 @@ async def judge(request: web.Request) -> web.Response:
     agent, keeper, info = agent_of(request), request.app[appkeys.KEEPER], request.match_info
     if not info["id"].isdigit():
         return refused(400, "invalid_draft", f"a draft is named by its number (GET /ruyi/v1/cards/drafts lists them); got {info['id']!r}")
-    act = keeper.organizer.accept if info["verdict"] == "accept" else keeper.organizer.reject
     try:
-        done = await keeper.run(act, agent, int(info["id"]))
+        done = await keeper.run(answers.draft_judged, keeper, agent, int(info["id"]), info["verdict"] == "accept")
     except DraftError as exc:
         return refused(exc.status, exc.code, str(exc))
     except OSError as exc:
         return refused(500, "card_not_written", f"the card file could not be written ({exc.strerror or exc}); the draft stays proposed")
     if done is None:
         return refused(404, "draft_not_found", f"this agent has no draft {info['id']} (GET /ruyi/v1/cards/drafts lists them)")
-    return web.json_response({"agent_id": agent, "draft": done.view()})
+    return web.json_response(done)
 
 
 async def workspace(request: web.Request) -> web.Response:
     """What the agent's prompts may get: its workspace root, card folders, and project rules (files, size, whether cut)."""
     agent, keeper = agent_of(request), request.app[appkeys.KEEPER]
-    ws, rules = await keeper.run(keeper.organizer.rules, agent)
-    out: dict[str, Any] = {"agent_id": agent, "workspace_root": str(ws.workspace_root) if ws.workspace_root else None,
-                           "card_dirs": [str(f) for f in ws.card_dirs], "rule_names": list(ws.rule_names),
-                           "rules": {"files": [str(f) for f in rules.files], "chars": rules.chars, "cut": rules.cut,
-                                     "problems": list(rules.problems), "text": rules.text}}
-    return web.json_response(out)
+    return web.json_response(await keeper.run(answers.workspace_view, keeper, agent))
 
 
 def add_routes(app: web.Application) -> None:

@@ -10,6 +10,7 @@ import urllib.parse
 from typing import Any
 
 from config.load import load_config
+from proxy.keep.clients import add_url
 from proxy.longctx.command import _call
 
 
@@ -18,7 +19,7 @@ def add_parser(sub: Any) -> None:
                        description="Without --agent: every agent with its session count and last activity (GET /ruyi/v1/agents: "
                        "the admin key, or with no keys a local caller). With --agent: that agent's sessions, most recent first. "
                        "A client that sends no X-Ruyi-Agent lands in k-<hash of its API key>, or `default` when it sends no key.")
-    p.add_argument("--url", metavar="URL", help="the running Ruyi (default: http://127.0.0.1:<server.port>)")
+    add_url(p, "the running Ruyi (default: http://127.0.0.1:<server.port>)")
     p.add_argument("--agent", metavar="NAME", help="list this agent's sessions (X-Ruyi-Agent)")
     p.add_argument("--key", metavar="KEY", help="the admin key, when auth.admin_key or auth.keys is set (X-Ruyi-Key)")
     p.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")

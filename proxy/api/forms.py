@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from aiohttp import web
 
 from memory.forms.children import BUDGETS, aggregate
@@ -11,7 +9,7 @@ from memory.forms.render import FORMS, build
 from proxy import appkeys
 from proxy.api.admin import agent_of, session_view
 from proxy.api.bodies import refused
-from proxy.rewrite.report import summarize
+from proxy.keep.answers import form_state
 
 
 async def form(request: web.Request) -> web.Response:
@@ -29,8 +27,7 @@ async def form(request: web.Request) -> web.Response:
     await measurer.drain()
     await keeper.settle()
     reports = await measurer.offload.run(measurer.sessions.reports, agent, session_id) or []
-    state = await keeper.run(keeper.state, agent, session_id)
-    state = dataclasses.replace(state, session={**session_view(session), "tokens": session.prompt_tokens}, reports=summarize(reports))
+    state = await keeper.run(form_state, keeper, agent, session_id, {**session_view(session), "tokens": session.prompt_tokens}, reports)
     text = await keeper.run(build, state, name)
     if keeper.refiner.target() is not None:  # a summarizer is configured: its refined form once one of this state passed its checks
         whole = text if name == "expanded" else await keeper.run(build, state, "expanded")

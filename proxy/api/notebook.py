@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
-from memory.notebook.render import injected, markdown
-from memory.notebook.sections import ENGLISH, SECTIONS, NotebookError
-from memory.notebook.sqlite_notebook import Notebook
+from memory.notebook.render import markdown
+from memory.notebook.sections import NotebookError
 from proxy import appkeys
 from proxy.api.admin import agent_of
 from proxy.api.bodies import json_object, refused
 from proxy.dialects.errors import ProxyError
+from proxy.keep.answers import compaction, notebook_versions
+from proxy.keep.answers import notebook_view as view
 from proxy.keep.keeper import Keeper
 
 SESSION_PARAM = "session"
 CHILD_HELP = "(?session=ID or X-Ruyi-Session: ID, the X-Ruyi-Session header of its answers)"
-
-
-def view(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
-    out = {"agent_id": nb.agent_id, "scope": "agent" if nb.session_id is None else "sub-agent", "version": nb.version,
-           "pending": nb.pending, "counts": nb.counts(),
-           "sections": {name: {"title": SECTIONS[name], "english": ENGLISH[name], "entries": nb.body[name]} for name in SECTIONS},
-           "injected": injected(nb.body)}
-    if nb.session_id is not None:
-        out["session_id"] = nb.session_id
-    if notes:
-        out["notes"] = list(notes)
-    return out
 
 
 async def scope(request: web.Request) -> tuple[str, Keeper, str | None]:
@@ -103,16 +90,14 @@ async def compact(request: web.Request) -> web.Response:
     agent, keeper, child = await scope(request)
     await keeper.settle()
     after, how = await keeper.compact(agent, child)
-    if after is None:
-        nb = await keeper.run(keeper.notebook.current, agent, child)
-        return web.json_response({**view(nb), "compacted": False, "how": how}, status=409 if how == "stale" else 502)
-    return web.json_response({**view(after), "compacted": True, "how": how})
+    current = await keeper.run(keeper.notebook.current, agent, child) if after is None else None
+    status, body = compaction(after, how, current)
+    return web.json_response(body, status=status)
 
 
 async def versions(request: web.Request) -> web.Response:
     agent, keeper, child = await scope(request)
-    out = {"agent_id": agent, **({"session_id": child} if child else {}), "versions": await keeper.run(keeper.notebook.versions, agent, child)}
-    return web.json_response(out)
+    return web.json_response(await keeper.run(notebook_versions, keeper, agent, child))
 
 
 async def rollback(request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from proxy.keep.clients import CommandError, Local, Remote
+from proxy.keep.clients import REFUSED, Target
 from proxy.keep.command import _target, open_target
 
 STATUSES = ("proposed", "accepted", "rejected")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             status, answer = _act(target, action, args)
         finally:
             target.close()
-    except CommandError as exc:
+    except REFUSED as exc:
         print(f"ruyi: {exc}", file=sys.stderr)
         return 1
     if status == 404 or answer is None:
@@ -56,19 +56,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _act(target: Local | Remote, action: str, args: argparse.Namespace) -> tuple[int, Any]:
+def _act(target: Target, action: str, args: argparse.Namespace) -> tuple[int, Any]:
     if action == "search":
-        return target.call("GET", "cards_search", {"q": " ".join(args.words)})
+        return target.cards_search(" ".join(args.words))
     if action == "list":
-        return target.call("GET", "cards_search", {"q": None})
+        return target.cards_search(None)
     if action in ("drafts", "show"):
-        status, answer = target.call("GET", "cards_drafts", {"status": getattr(args, "status", None)})
+        status, answer = target.cards_drafts(getattr(args, "status", None))
         if action == "show":
             answer = next((d for d in answer["drafts"] if d["id"] == args.id), None)
         return status, answer
     if action == "workspace":
-        return target.call("GET", "workspace")
-    return target.call("POST", "cards_judge", args.id, action)
+        return target.workspace()
+    return target.cards_judge(args.id, action == "accept")
 
 
 def _print(args: argparse.Namespace, action: str, answer: Any) -> None:

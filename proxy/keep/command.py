@@ -10,15 +10,15 @@ import sys
 from typing import Any
 
 from config.load import load_config
-from proxy.keep.clients import Answer, CommandError, Local, Remote
+from proxy.keep.clients import REFUSED, Answer, CommandError, Local, Remote, Target, add_url
 
 TARGET_HELP = "act on a running Ruyi's API at URL (default: the store under store.data_dir directly)"
 
 
 def _target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", metavar="A", help="the agent (default: 'default'; with --server, X-Ruyi-Agent)")
-    parser.add_argument("--server", metavar="URL", help=TARGET_HELP)
-    parser.add_argument("--key", metavar="K", help="with --server: X-Ruyi-Key, a client key (its agent) or the admin key (also RUYI_KEY)")
+    parser.add_argument("--agent", metavar="A", help="the agent (default: 'default'; with --url, X-Ruyi-Agent)")
+    add_url(parser, TARGET_HELP)
+    parser.add_argument("--key", metavar="K", help="with --url: X-Ruyi-Key, a client key (its agent) or the admin key (also RUYI_KEY)")
     parser.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
 
@@ -84,11 +84,11 @@ def _fields(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def open_target(args: argparse.Namespace) -> Local | Remote:
+def open_target(args: argparse.Namespace) -> Target:
     key = getattr(args, "key", None) or os.environ.get("RUYI_KEY")
     session = getattr(args, "session", None) if args.command == "memo" else None
-    if args.server:
-        return Remote(args.server, args.agent, key, session)
+    if args.url:
+        return Remote(args.url, args.agent, key, session)
     config = load_config(args.config, os.environ)
     from memory.cards.workspace import for_agent
 
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     """Run one ``anchors`` or ``memo`` action; exit 1 with a message when refused."""
     action = {"anchors": "anchors_command", "memo": "memo_command", "session": "action"}[args.command]
     action = getattr(args, action)
-    if args.command == "session":  # `ruyi session show` shares the session command's options (--url names a running Ruyi)
-        args.server, args.id = args.url, args.session_id
+    if args.command == "session":  # `ruyi session show` shares the session command's options
+        args.id = args.session_id
     if action is None:
         print(f"ruyi {args.command}: name an action (see ruyi {args.command} --help)", file=sys.stderr)
         return 2
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             status, answer = _act(target, args.command, action, args)
         finally:
             target.close()
-    except CommandError as exc:
+    except REFUSED as exc:
         print(f"ruyi: {exc}", file=sys.stderr)
         return 1
     if status == 404:
@@ -120,34 +120,36 @@ def run(args: argparse.Namespace) -> int:
     return 0 if status < 400 else 1
 
 
-def _act(target: Local | Remote, command: str, action: str, args: argparse.Namespace) -> Answer:
+def _act(target: Target, command: str, action: str, args: argparse.Namespace) -> Answer:
     if command == "session":
-        return target.call("GET", "session_form", args.id, args.form)
+        return target.session_form(args.id, args.form)
     if command == "anchors":
         if action == "add":
             body = {"type": args.type, "title": args.title, "fields": _fields(args.field), **({"status": "pending"} if args.pending else {})}
-            return target.call("POST", "anchors_create", body)
+            return target.anchors_create(body)
         if action == "list":
-            return target.call("GET", "anchors_list", args.status, args.type)
+            return target.anchors_list(args.status, args.type)
         if action == "show":
-            return target.call("GET", "anchors_get", args.id)
+            return target.anchors_get(args.id)
         if action in ("edit", "obsolete"):
             patch = {"status": "obsolete"} if action == "obsolete" else {k: v for k, v in (("title", args.title), ("status", args.status)) if v}
             if action == "edit" and args.field:
                 patch["fields"] = _fields(args.field)
-            return target.call("PATCH", "anchors_patch", args.id, patch)
-        return target.call("GET", "anchors_export")
-    calls = {"show": ("memo_get", (not args.json,)), "compact": ("memo_compact", ()), "versions": ("memo_versions", ())}
-    if action in calls:
-        what, extra = calls[action]
-        return target.call("", what, *extra)
+            return target.anchors_patch(args.id, patch)
+        return target.anchors_export()
+    if action == "show":
+        return target.memo_get(not args.json)
+    if action == "compact":
+        return target.memo_compact()
+    if action == "versions":
+        return target.memo_versions()
     if action == "add":
-        return target.call("POST", "memo_add", args.section, args.text)
+        return target.memo_add(args.section, args.text)
     if action == "set":
-        return target.call("PUT", "memo_put", args.section, args.entries)
+        return target.memo_put(args.section, args.entries)
     if action == "rollback":
-        return target.call("POST", "memo_rollback", args.version)
-    return target.call("POST", "memo_judge", args.section, args.index, action == "accept")
+        return target.memo_rollback(args.version)
+    return target.memo_judge(args.section, args.index, action == "accept")
 
 
 def _print(args: argparse.Namespace, action: str, answer: Any) -> None:

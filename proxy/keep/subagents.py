@@ -6,13 +6,13 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from conversation.task import stripped, task_text
 from memory.anchors.anchor import Anchor
 from memory.anchors.render import compact as anchor_compact
+from memory.lru import LRU
 
 TASK_TOOLS = frozenset({"Task", "task", "Agent", "agent", "dispatch_agent", "spawn_agent", "subagent", "delegate", "new_task"})
 """Tools whose call starts a sub-agent (Claude Code's Task and Agent, opencode's task, Cline's new_task, and the like)."""
@@ -84,7 +84,8 @@ class Spawns:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+        self._pending: LRU[tuple[str, str], tuple[str, float]] = LRU(SPAWNS_KEPT)
+        """Written oldest first, read with peek: the newest SPAWNS_KEPT calls kept."""
 
     def add(self, agent_id: str, parent_id: str, prompts: Sequence[str]) -> list[str]:
         """Remember these prompts' calls; returns their hashes (what the store keeps: never the prompt)."""
@@ -97,9 +98,6 @@ class Spawns:
         with self._lock:
             for agent_id, hashed, parent_id, at in rows:
                 self._pending[(agent_id, hashed)] = (parent_id, at)
-                self._pending.move_to_end((agent_id, hashed))
-            while len(self._pending) > SPAWNS_KEPT:
-                self._pending.popitem(last=False)
 
     def parent_of(self, agent_id: str, first_user: str | Sequence[str] | None) -> str | None:
         """The session whose pending task call has this prompt, or one of these (the same agent's only), if one is waiting."""
@@ -107,7 +105,7 @@ class Spawns:
         now = self._clock()
         with self._lock:
             for text in texts:
-                found = self._pending.get((agent_id, prompt_hash(text))) if text else None
+                found = self._pending.peek((agent_id, prompt_hash(text))) if text else None
                 if found is not None and now - found[1] <= SPAWN_TTL_S:
                     return found[0]
         return None

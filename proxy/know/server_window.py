@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import structlog
 
+from memory.lru import LRU
 from proxy.know.options import WindowOptions
 
 log = structlog.get_logger(__name__)
@@ -92,9 +92,9 @@ class ServerWindows:
     def __init__(self, get: GetJson, options: WindowOptions) -> None:
         self._get = get
         self.options = options
-        self._known: OrderedDict[ModelKey, int | None] = OrderedDict()
-        self._failed: OrderedDict[ModelKey, float] = OrderedDict()
-        """(upstream, model) → monotonic time its lookup last failed."""
+        self._known: LRU[ModelKey, int | None] = LRU(MODELS_MAX)
+        self._failed: LRU[ModelKey, float] = LRU(MODELS_MAX)
+        """(upstream, model) → monotonic time its lookup last failed (read with peek: first in, first out)."""
         self._pending: dict[ModelKey, asyncio.Task[int | None]] = {}
         self._endpoints: dict[str, tuple[int, ...]] = {}
         """Upstream → the probes worth asking there (learnt from its first full lookup): the one that gave
@@ -104,9 +104,9 @@ class ServerWindows:
         """The window the server reports for the model, or None when it does not say (or cannot now)."""
         key = (base_url, model)
         if key in self._known:
-            self._known.move_to_end(key)
-            return self._known[key]
-        failed = self._failed.get(key)
+            known: int | None = self._known.get(key)
+            return known
+        failed = self._failed.peek(key)
         if failed is not None and time.monotonic() - failed < self.options.server_retry_s:
             return None
         task = self._pending.get(key)
@@ -122,10 +122,10 @@ class ServerWindows:
         answers = await asyncio.gather(*(self._probe(url, parse, model, headers) for url, parse in asked))
         found = next((a for a in answers if isinstance(a, int)), None)
         if found is None and "failed" in answers:
-            _remember(self._failed, key, time.monotonic())
+            self._failed[key] = time.monotonic()
             return None
         self._failed.pop(key, None)
-        _remember(self._known, key, found)
+        self._known[key] = found
         if known is None:  # the first full lookup on this upstream says which endpoints it has
             told = [i for i, a in enumerate(answers) if isinstance(a, int)]
             self._endpoints[base_url] = tuple(told[:1] or [i for i, a in enumerate(answers) if a == "empty"])
@@ -148,10 +148,3 @@ class ServerWindows:
             except Exception:  # noqa: BLE001 — an odd body is no answer, never a failed request
                 return "empty"
         return "absent" if status in NO_ANSWER else "failed"
-
-
-def _remember(table: OrderedDict[ModelKey, Any], key: ModelKey, value: Any) -> None:
-    table[key] = value
-    table.move_to_end(key)
-    while len(table) > MODELS_MAX:
-        table.popitem(last=False)

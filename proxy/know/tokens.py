@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import json
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -18,6 +16,7 @@ from typing import Any
 import structlog
 
 from memory.chain import MessageChain, chain_of, text_parts
+from memory.lru import LRU
 from proxy.know.images import image_tokens_for
 from proxy.know.options import TokenOptions
 
@@ -148,13 +147,13 @@ class TokenCounter:
 
     def __init__(self, options: TokenOptions | None = None) -> None:
         self.options = options or TokenOptions()
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache: LRU[bytes, int] = LRU(self.options.cache_max)
         """Count by tagged digest (digest + encoding tag, + image cost when not the default), least recently used first."""
-        self._prefixes: dict[bytes, OrderedDict[str, tuple[int, ...]]] = {}
+        self._prefixes: dict[bytes, LRU[str, tuple[int, ...]]] = {}
         """Per tag (encoding and image cost): a request's last chain link → its per-message counts."""
         self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
         """Recent tools lists with their encoding and count (compared in C before any hashing)."""
-        self._texts: dict[str, OrderedDict[tuple[int, int], int]] = {}
+        self._texts: dict[str, LRU[tuple[int, int], int]] = {}
         """Per encoding: recent plain texts (message texts, tool outputs, placeholders) → their count."""
         self._counters: dict[str, Callable[[str], int]] = {}
         """Per encoding: the counter of plain strings over ``_texts``."""
@@ -177,15 +176,13 @@ class TokenCounter:
 
     def _text_counter(self, name: str) -> Callable[[str], int]:
         encode = encoder(name)
-        cache = self._texts.setdefault(name, OrderedDict())
-        limit = TEXTS_KEPT
+        cache = self._texts.setdefault(name, LRU(TEXTS_KEPT))  # first in, first out: read with peek
 
         def count(text: str) -> int:
             key = (hash(text), len(text))  # never the text itself: the cache must not hold conversations
-            n = cache.get(key)
+            n: int | None = cache.peek(key)
             if n is None:
                 n = cache[key] = len(encode(text))
-                _trim(cache, limit)
             return n
 
         return count
@@ -230,10 +227,9 @@ class TokenCounter:
                 return n
         data = json.dumps(tools, separators=(",", ":"), ensure_ascii=False, default=str)
         key = blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest() + _TAGS[name]
-        found = self._get(key)
+        found: int | None = self._cache.get(key)
         if found is None:
-            found = len(encoder(name)(data)) + TOKENS_PER_MESSAGE
-            self._put(key, found)
+            found = self._cache[key] = len(encoder(name)(data)) + TOKENS_PER_MESSAGE
         self._recent_tools = [(tools, name, found), *self._recent_tools[:7]]
         return found
 
@@ -253,11 +249,11 @@ class TokenCounter:
         tag = _TAGS[name]
         if per_image != self.options.image_tokens:  # counts of messages with images differ by model family
             tag += per_image.to_bytes(4, "little")
-        prefixes = self._prefixes.setdefault(tag, OrderedDict())
+        prefixes = self._prefixes.setdefault(tag, LRU(self.options.prefix_max))  # first in, first out: read with peek
         links = chain.links
         known: tuple[int, ...] = ()
         for i in range(len(links) - 1, -1, -1):  # the previous request usually ends a few messages back
-            found = prefixes.get(links[i])
+            found = prefixes.peek(links[i])
             if found is not None:
                 known = found
                 break
@@ -265,34 +261,14 @@ class TokenCounter:
         counted = 0
         for message, digest in zip(messages[len(known) :], chain.digests[len(known) :]):
             key = digest + tag
-            n = self._get(key)
+            n = self._cache.get(key)
             if n is None:
-                n = self.count_message(count_text, message, per_image)
-                self._put(key, n)
+                n = self._cache[key] = self.count_message(count_text, message, per_image)
                 counted += 1
             per_message.append(n)
         counts = tuple(per_message)
-        if links:
+        if links and links[-1] not in prefixes:  # present: it is `known` (the same request again), left in its place
             prefixes[links[-1]] = counts
-            _trim(prefixes, self.options.prefix_max)
         tools_n = self.count_tools(model, tools)
         total = sum(counts) + tools_n + (REPLY_PRIMING if counts else 0)
         return PromptTokens(total, counts, tools_n, counted)
-
-    def _get(self, key: bytes) -> int | None:
-        n = self._cache.get(key)
-        if n is not None:
-            with contextlib.suppress(KeyError):  # another thread evicted it meanwhile
-                self._cache.move_to_end(key)
-        return n
-
-    def _put(self, key: bytes, n: int) -> None:
-        self._cache[key] = n
-        _trim(self._cache, self.options.cache_max)
-
-
-def _trim(cache: OrderedDict[Any, Any], limit: int) -> None:
-    """Drop the least recently used past ``limit`` (worker threads share the caches: another may have dropped it)."""
-    with contextlib.suppress(KeyError):
-        while len(cache) > limit:
-            cache.popitem(last=False)

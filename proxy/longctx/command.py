@@ -11,6 +11,7 @@ import urllib.request
 from typing import Any
 
 from config.schema import Config
+from proxy.keep.clients import add_url
 
 TIMEOUT_S = 30
 
@@ -18,7 +19,7 @@ TIMEOUT_S = 30
 def add_parsers(sub: Any) -> None:
     """The two commands' parsers, added to ``ruyi``'s subcommands."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", metavar="URL", help="the running Ruyi (default: http://127.0.0.1:<server.port>)")
+    add_url(common, "the running Ruyi (default: http://127.0.0.1:<server.port>)")
     common.add_argument("--agent", metavar="NAME", help="the agent the session belongs to (X-Ruyi-Agent)")
     common.add_argument("--key", metavar="KEY", help="the admin key, when auth.admin_key or auth.keys is set (X-Ruyi-Key)")
     common.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")

@@ -14,6 +14,7 @@ import structlog
 
 from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
 from conversation.task import task_text
+from memory.lru import LRU
 from memory.store.base import ArchiveRow, ChunkRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of, sized_for
@@ -74,7 +75,7 @@ class LongCtx:
         """Where turns, chunks and archives are kept and searched (None: nowhere, as in a replay)."""
         self.writer: Writer | None = None
         self.extractor = Extractor(tools)
-        self._sessions: OrderedDict[tuple[str, str], SessionMemory] = OrderedDict()
+        self._sessions: LRU[tuple[str, str], SessionMemory] = LRU(SESSIONS_MAX)
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
@@ -106,12 +107,9 @@ class LongCtx:
     def memory(self, agent_id: str, session_id: str) -> SessionMemory:
         key = (agent_id, session_id)
         with self._lock:
-            found = self._sessions.get(key)
+            found: SessionMemory | None = self._sessions.get(key)
             if found is None:
                 found = self._sessions[key] = SessionMemory()
-            self._sessions.move_to_end(key)
-            while len(self._sessions) > SESSIONS_MAX:
-                self._sessions.popitem(last=False)
             return found
 
     def chunks_for(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],

@@ -64,7 +64,9 @@ class PruningOptions:
     reports_kept: int = 100
     """DCP reports kept per session for /ruyi/v1/sessions/<id>/report."""
     protection: Protection.Options = field(default_factory=Protection.Options)
+    """What no strategy touches: messages citing anchors, calls on protected paths and of protected tools."""
     strategies: PipelineOptions = field(default_factory=PipelineOptions)
+    """Which strategies run, and each one's options (keys: the strategy names)."""
     tools: tuple[ToolEntry, ...] = ()
     """Tools to add to the built-in table (Claude Code, opencode, OpenHands, SWE-agent, Codex, bash, …)."""
 

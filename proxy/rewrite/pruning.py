@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memory.lru import LRU
 from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
 from proxy.know.window import Budget
-from proxy.rewrite.memo import Memo
 from proxy.rewrite.options import PruningOptions
 from redaction.redact import redact
 from strategies.base import Replacement, StrategyContext
@@ -56,10 +55,10 @@ class Pruner:
         self.without_last_resort = replace(
             options.strategies, enabled=tuple(n for n in options.strategies.enabled if n not in LAST_RESORT))
         """The strategies for requests below the prune tier: no batch, so nothing is cleared for room."""
-        self.memo = Memo(MEMO_MAX)
+        self.memo: LRU[Any, Any] = LRU(MEMO_MAX)
         """Classifications of calls and placeholders already built (pure by key), so a request costs its new calls
         only; past MEMO_MAX entries the least recently used go, one at a time."""
-        self.prefixes: OrderedDict[str, Prefix] = OrderedDict()
+        self.prefixes: LRU[str, Prefix] = LRU(PREFIXES_MAX)
         """The last analysis of recent requests, by their last chain link: the next request of a session
         analyses only what it does not share with one (least recently used dropped past PREFIXES_MAX)."""
 
@@ -168,18 +167,13 @@ class Pruner:
     def _known(self, links: Sequence[str]) -> Prefix | None:
         """The kept analysis of the longest request this one extends (or repeats)."""
         for link in reversed(links):
-            prefix = self.prefixes.get(link)
+            prefix: Prefix | None = self.prefixes.get(link)  # worker threads share the pruner: LRU tolerates that
             if prefix is not None:
-                with contextlib.suppress(KeyError):  # worker threads share the pruner: another one dropped it meanwhile
-                    self.prefixes.move_to_end(link)
                 return prefix
         return None
 
     def _keep(self, link: str, prefix: Prefix) -> None:
-        self.prefixes.pop(link, None)  # then inserted last: no move_to_end for another thread to race
         self.prefixes[link] = prefix
-        if len(self.prefixes) > PREFIXES_MAX:
-            self.prefixes.popitem(last=False)
 
     def _paying(self, proposals: list[Replacement], sent_tokens: Sequence[int], shared: int, requests_seen: int) -> list[Replacement]:
         """The proposals from some index on whose saving, over the requests expected ahead, exceeds the

@@ -25,3 +25,6 @@ async def test_the_agents_then_one_agents_sessions(make_proxy: MakeProxy, fake: 
     assert "agent a: 2 session(s)" in out and sid in out
     assert await asyncio.to_thread(main, ["sessions", "--url", "http://127.0.0.1:9"]) == 1
     assert "cannot reach Ruyi" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["sessions", "--server", base_url(proxy)]) == 0  # the deprecated name of --url
+    out, err = capsys.readouterr()
+    assert "- a · 2 session(s)" in out and "--server is deprecated" in err

@@ -73,7 +73,7 @@ def test_drafts_accepted_and_rejected_on_the_store_directly(project: tuple[Path,
 async def test_against_a_running_ruyi(make_proxy: MakeProxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     proxy = await make_proxy(**CONFIG, agents={"a": {"workspace_root": str(tmp_path)}})
     await archive_with_a_lesson(proxy)
-    server = ["--server", base_url(proxy), "--agent", "a"]
+    server = ["--url", base_url(proxy), "--agent", "a"]
 
     async def ruyi(*argv: str) -> int:
         return await asyncio.to_thread(main, list(argv))

@@ -1,10 +1,11 @@
-"""``ruyi anchors`` and ``ruyi memo`` on the store's file directly and against a running Ruyi (``--server``)."""
+"""``ruyi anchors`` and ``ruyi memo`` on the store's file directly and against a running Ruyi (``--url``; ``--server``, its old name, still works)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_memo_on_the_store_directly(data_dir: Path, capsys: pytest.CaptureFixtur
 
 async def test_both_against_a_running_ruyi(make_proxy: MakeProxy, capsys: pytest.CaptureFixture[str]) -> None:
     proxy = await make_proxy(auth={"keys": [{"key": "key-a", "agent": "a"}]})
-    server = ["--server", base_url(proxy), "--key", "key-a"]
+    server = ["--url", base_url(proxy), "--key", "key-a"]
 
     async def ruyi(*argv: str) -> int:
         return await asyncio.to_thread(main, list(argv))
@@ -70,8 +71,11 @@ async def test_both_against_a_running_ruyi(make_proxy: MakeProxy, capsys: pytest
     assert await ruyi("anchors", "edit", "D001", "--status", "pending", *server) == 0
     assert await ruyi("anchors", "edit", "D001", "--status", "active", "--field", "why=", *server) == 1
     assert "lacks why" in capsys.readouterr().err
-    assert await ruyi("anchors", "list", "--server", base_url(proxy), "--key", "wrong") == 1
-    assert await ruyi("memo", "show", "--server", "http://127.0.0.1:9") == 1 and "cannot reach" in capsys.readouterr().err
+    assert await ruyi("anchors", "list", "--url", base_url(proxy), "--key", "wrong") == 1
+    assert await ruyi("memo", "show", "--url", "http://127.0.0.1:9") == 1 and "cannot reach" in capsys.readouterr().err
+    assert await ruyi("anchors", "list", "--server", base_url(proxy), "--key", "key-a") == 0  # the deprecated name
+    out, err = capsys.readouterr()
+    assert "[D001] Use SQLite" in out and "--server is deprecated, use --url" in err
 
 
 async def test_session_show_prints_a_form_from_the_store_or_a_server(make_proxy: MakeProxy, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,15 +100,42 @@ async def test_memo_on_a_sub_agents_own_notebook(make_proxy: MakeProxy, fake: Fa
     async def ruyi(*argv: str) -> int:
         return await asyncio.to_thread(main, [*argv, "--agent", "a"])
 
-    assert await ruyi("memo", "add", "history", "the child's finding", "--session", kid, "--server", base_url(proxy)) == 0
+    assert await ruyi("memo", "add", "history", "the child's finding", "--session", kid, "--url", base_url(proxy)) == 0
     assert await ruyi("memo", "add", "env", "the child's tool", "--session", kid) == 0  # on the store's file beside the running Ruyi
     assert await ruyi("memo", "add", "user", "the agent's own") == 0
     capsys.readouterr()
     assert await ruyi("memo", "show", "--session", kid) == 0
     own = capsys.readouterr().out
     assert "the child's finding" in own and "the child's tool" in own and "the agent's own" not in own
-    assert await ruyi("memo", "show", "--server", base_url(proxy)) == 0
+    assert await ruyi("memo", "show", "--url", base_url(proxy)) == 0
     agents = capsys.readouterr().out
     assert "the agent's own" in agents and "the child's" not in agents
     assert await ruyi("memo", "show", "--session", "nope") == 1 and "no session 'nope'" in capsys.readouterr().err
-    assert await ruyi("memo", "show", "--session", "nope", "--server", base_url(proxy)) == 1
+    assert await ruyi("memo", "show", "--session", "nope", "--url", base_url(proxy)) == 1
+
+
+async def test_the_store_and_a_running_ruyi_answer_the_same_json(make_proxy: MakeProxy, capsys: pytest.CaptureFixture[str]) -> None:
+    proxy = await make_proxy()
+    answer = await post(proxy, [{"role": "user", "content": "Write the release notes"}], headers={"X-Ruyi-Agent": "a"})
+    sid = answer.headers["X-Ruyi-Session"]
+
+    async def ruyi(*argv: str) -> Any:
+        assert await asyncio.to_thread(main, [*argv, "--json", "--agent", "a"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out  # log lines may come first
+        return json.JSONDecoder().raw_decode(out, out.index("{\n"))[0]
+
+    remote = ("--url", base_url(proxy))
+    await ruyi("anchors", "add", "--type", "D", "--title", "Use SQLite", *FIELDS, *remote)
+    await ruyi("memo", "add", "user", "prefers short answers")  # on the store's file, beside the running Ruyi
+    for argv in (("anchors", "list"), ("anchors", "show", "D001"), ("memo", "show"), ("memo", "versions"),
+                 ("cards", "list"), ("cards", "drafts"), ("cards", "workspace")):
+        local = await ruyi(*argv)
+        assert local == await ruyi(*argv, *remote), argv
+    assert local["agent_id"] == "a" and "rules" in local
+    edited = await ruyi("anchors", "edit", "D001", "--title", "Use SQLite, one file")
+    assert edited == await ruyi("anchors", "show", "D001", *remote) and edited["title"] == "Use SQLite, one file"
+    forms = []
+    for where in ((), remote):  # a session's form: the same text, its DCP line included
+        assert await asyncio.to_thread(main, ["session", "show", sid, "--form", "expanded", "--agent", "a", *where]) == 0
+        forms.append(capsys.readouterr().out)
+    assert "- DCP: applied 0" in forms[1] and forms[1].endswith(forms[0])
