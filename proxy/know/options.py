@@ -83,10 +83,10 @@ class WindowOptions:
     server_retry_s: float = 30.0
     """A model whose server lookup failed (unreachable, timeout, 5xx) is not asked again for this long."""
     refuse_over: bool = True
-    """A request that is still over the whole window once pruned, archived and cut to fit (its system text, task and
-    newest message alone are too big) is answered with the provider's own context-length error, saying what did not
-    fit, instead of being sent over the window (a server would refuse it, or silently drop its start). Never for a
-    window Ruyi only guessed (``context_window``)."""
+    """A request still over the whole window once pruned, archived and cut to fit is answered with the provider's own
+    context-length error, saying what did not fit, instead of being sent over the window (a server would refuse it, or
+    silently drop its start); with ``archive.enabled`` false, only one whose system text, task, tools and newest
+    message alone are over it. Never for a window Ruyi only guessed (``context_window``)."""
     models: tuple[tuple[str, int], ...] = ()
     """Per-model windows as (glob pattern, tokens), first match wins, e.g. ("qwen3:*", 40960). In YAML: one
     mapping ``{"qwen3:*": 40960}``, or a list of ``["qwen3:*", 40960]`` pairs or ``{"qwen3:*": 40960}`` maps."""
