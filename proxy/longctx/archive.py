@@ -196,7 +196,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
         "number": number, "request": request, "head": h, "end": end, "end_link": links[end], "system": carrier, "keep": list(p.keep),
         "block": block, "block_tokens": block_tokens, "tokens_before": round(raw_total * ratio), "tokens_after": tokens_after,
         "next_at": tokens_after + round(options.regrow * budget.window),
-        "tier_at": tokens_after + regrow_wait(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
+        "tier_at": tier_point(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
         "chunks": [c.chunk_id for c in summary.chunks], "spans": [[c.first, c.last] for c in summary.chunks],
         "summary_source": summary.source,
     }
@@ -220,6 +220,15 @@ def regrow_wait(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tok
     """Tokens a session must regrow by after an archive before the next one at the archive tier."""
     room = max(0.0, tiers.archive * budget.usable - tokens_after)
     return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.usable)))
+
+
+def tier_point(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tokens_after: int) -> int:
+    """The tokens from which the next archive may come at the archive tier: the regrow wait after the restart, never
+    past the archive tier itself. An archive that could only restart near the red line (an agent's fixed prefix and
+    its newest turn fill the window: Qwen Code's 17,000 tokens at a 32k window) would else push the next one out to a
+    request that does not fit at all; at the archive tier the next archive still has to bring the request below the
+    prune tier (``worth``), so this is no compaction loop."""
+    return min(tokens_after + regrow_wait(options, budget, tiers, tokens_after), round(tiers.archive * budget.usable))
 
 
 SUMMARY_SHARE = 0.045

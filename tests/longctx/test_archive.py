@@ -7,7 +7,10 @@ from typing import Any
 
 import aiohttp
 
-from proxy.longctx.archive import early_point
+from proxy.know.options import TierOptions
+from proxy.know.window import Budget
+from proxy.longctx.archive import early_point, regrow_wait, tier_point
+from proxy.longctx.options import ArchiveOptions
 from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -175,3 +178,14 @@ async def test_an_early_archive_over_http_finds_its_summary_made_in_the_backgrou
     finally:
         store.close()
     assert record["archive"]["reason"] == "economic" and record["archive"]["prepared"] is True
+
+
+def test_after_an_archive_that_restarts_near_the_red_line_the_next_may_come_at_the_archive_tier() -> None:
+    """An agent whose fixed prefix and newest turn fill the window (Qwen Code at 32k) restarts near the red line: the
+    regrow wait never pushes its next archive out past the archive tier, to a request that does not fit at all."""
+    budget, tiers, options = Budget(32000, 8000), TierOptions(), ArchiveOptions()
+    red = round(tiers.archive * budget.usable)
+    assert tier_point(options, budget, tiers, int(0.9 * budget.usable)) == red
+    assert tier_point(options, budget, tiers, red + 500) == red
+    roomy = int(0.4 * budget.usable)  # an archive that made room: the wait, measured against that room, holds
+    assert tier_point(options, budget, tiers, roomy) == roomy + regrow_wait(options, budget, tiers, roomy) < red
