@@ -189,3 +189,24 @@ def test_after_an_archive_that_restarts_near_the_red_line_the_next_may_come_at_t
     assert tier_point(options, budget, tiers, red + 500) == red
     roomy = int(0.4 * budget.usable)  # an archive that made room: the wait, measured against that room, holds
     assert tier_point(options, budget, tiers, roomy) == roomy + regrow_wait(options, budget, tiers, roomy) < red
+
+
+async def test_an_archive_behind_a_big_fixed_prefix_restarts_below_the_compact_tier(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """An agent's big fixed prefix (a third of the window here, like Claude Code's system prompt and tools) leaves
+    the newest turns room below the prune tier but not much: an archive keeps them only while the restart stays
+    below the compact tier, so the session grows a while before it is pruned or archived again."""
+    window = 16000
+    usable = window - 2400
+    proxy = await make_proxy(window={"models": {"gpt-4o*": window}}, calibration=UNCALIBRATED, archive={"early": False})
+    big_system = SYSTEM + "\n" + "\n".join(f"Rule {i}: keep module {i} importable and its docstring accurate." for i in range(340))
+    for turns in range(1, 40):
+        resp = await post(proxy, session(turns, system=big_system, lines=80))
+        if "X-Ruyi-Archived" in resp.headers:
+            break
+    else:
+        raise AssertionError("never archived")
+    sent = forwarded(fake)
+    after = int(resp.headers["X-Ruyi-Tokens-After"])
+    assert COUNT.text(big_system) > 0.3 * usable
+    assert sent[-1]["role"] == "tool" and sent[-2].get("tool_calls")  # the newest turn stays, whole
+    assert after <= 0.7 * usable, (after, usable)
