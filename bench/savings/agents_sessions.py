@@ -64,7 +64,7 @@ LONG: dict[str, dict[str, Any]] = {
 (tests/agents/scripted.py: LONG_SIZES), replayed at windows people run these agents with: Claude Code at 100,000 (a
 ``window.models`` cap below Sonnet's 200,000; 68,000 usable beside its 32,000-token answers), the others at 64,000 (a
 local model served at 64k). The agents' fixed prefixes (system prompt and tools: Claude Code about 19,000 tokens,
-Qwen Code 17,000, opencode and Codex 8,000) take 12 to 30 % of the usable window, not 42 to 70 % as in the short
+Qwen Code 17,000, opencode and Codex 8,000) take 14 to 31 % of the usable window, not 42 to 70 % as in the short
 sessions at the suite's windows, and each session grows to about twice the usable window."""
 
 
