@@ -170,7 +170,8 @@ async def record_one(name: str, long: bool = False) -> Path:
 def read_recording(path: Path) -> dict[str, Any]:
     """A recording, plain or gzipped."""
     data = path.read_bytes()
-    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    doc: dict[str, Any] = json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    return doc
 
 
 COUNTER = Cl100kCounter()  # cl100k_base offline (litellm's bundled files), as bench/savings.py
