@@ -1,15 +1,18 @@
 """Agent sessions through Ruyi: record what real agent CLIs send, replay it through Ruyi, report the cadence numbers.
 
 Usage:
-  ``python bench/savings/agents_sessions.py record [--agents claude,qwen,opencode,codex]``: run each pinned CLI (``make agents``)
-  straight against the agents suite's scripted model (no Ruyi) and save the bodies it sent, compactly (each request as
-  its change from the previous one), under tests/agents/recordings/<agent>.json.
-  ``python bench/savings/agents_sessions.py [--window-scale 1.0] [--json]``: replay every recording through a Ruyi on a real
-  socket (the same small window as the suite) and report, per agent, over the main conversation's requests: archives,
-  requests at or above the prune tier after the first archive (``X-Ruyi-Tier`` of what was forwarded; target ≤ 1 in 5),
-  and the prefix-cache hit rate of what was forwarded, computed as bench/savings.py does (tokens of each request equal
-  to the start of the previous one, over the previous one's tokens; target ≥ 0.90), beside the agent's own bodies sent
-  unchanged.
+  ``python bench/savings/agents_sessions.py record [--long] [--agents claude,qwen,opencode,codex]``: run each pinned CLI
+  (``make agents``) straight against the agents suite's scripted model (no Ruyi) and save the bodies it sent, compactly
+  (each request as its change from an earlier one), under tests/agents/recordings/<agent>.json; ``--long``: the long
+  sessions (LONG) into <agent>.long.json.gz.
+  ``python bench/savings/agents_sessions.py [--setups short,long] [--window-scale 1.0] [--json | --trace]``: replay the
+  recordings through a Ruyi on a real socket (short: the suite's windows; long: LONG's) and report, per agent, over the
+  main conversation's requests: archives, requests at or above the prune tier after the first archive (``X-Ruyi-Tier``
+  of what was forwarded; target ≤ 1 in 5), the prefix-cache hit rate of what was forwarded, computed as
+  bench/savings.py does (tokens of each request equal to the start of the previous one, over the previous one's
+  tokens; target ≥ 0.90), also with Anthropic's ``cache_control`` markers not counted ("unmarked"), the tokens saved
+  and the cost with caching, each beside the agent's own bodies sent unchanged (passthrough), and how many of those
+  are over the usable window. ``--trace``: each main request as forwarded (tokens, usage, tier, archive, prefix kept).
 """
 
 from __future__ import annotations
