@@ -47,7 +47,7 @@ PRICES = Prices()
 WINDOW_OPTIONS = load_config(None).window
 RECORDINGS = Path(__file__).resolve().parents[2] / "tests" / "agents" / "recordings"
 KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "x-claude-code-session-id", "session_id", "session-id", "user-agent",
-                "openai-beta", "x-stainless-lang", "x-opencode-session", "x-session-id", "x-session-affinity", "x-parent-session-id")
+                "openai-beta", "x-stainless-lang", "thread-id", "x-opencode-session", "x-session-id", "x-session-affinity", "x-parent-session-id")
 """The request headers a recording keeps (never a key: no Authorization, no x-api-key)."""
 AGENTS: dict[str, dict[str, Any]] = {
     "claude": {"module": "tests.agents.test_claude_code", "kind": "anthropic", "path": "/v1/messages", "models": {"claude-*": 64_000}},
