@@ -105,10 +105,12 @@ class Plan:
 
 def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, Any]], client_tokens: Sequence[int],
          view: Sequence[Mapping[str, Any]], positions: Sequence[int], view_tokens: Sequence[int], raw_total: int,
-         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.85, lead: float = 0.0) -> Plan | None:
+         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.7, lead: float = 0.0) -> Plan | None:
     """The earliest turn start from which the newest turns fit ``target`` with the head and a summary, but the
-    ``newest_turns`` whenever they fit below ``cap_share`` of the window, and at least the newest turn, whole;
-    None when no turn after the task (and after the archive in force) can go.
+    ``newest_turns`` whenever they fit below ``cap_share`` of the window (the compact tier: with an agent's big fixed
+    prefix, Claude Code's 19,000 tokens in a 64k window, turns kept up to the prune tier left the restart at its
+    door, so the next request was pruned or archived again; below the compact tier the session has room to grow),
+    and at least the newest turn, whole; None when no turn after the task (and after the archive in force) can go.
 
     ``lead``: raw tokens the session is expected to grow by before the archive comes (negative: grew past it).
     A plan made ahead aims that much lower, so that the turns it keeps are those kept when the archive comes:
@@ -180,7 +182,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
 
     ``view`` is the request as pruning left it (the archive in force applied), ``positions`` each of its messages'
     position in the client's request, ``view_tokens`` their raw tokens; None when no turn can go."""
-    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.prune, lead)
+    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.compact, lead)
     if p is None or not worth(p, reason, raw_total, ratio, budget, tiers):
         return None
     h, end = p.head, p.end
@@ -196,7 +198,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
         "number": number, "request": request, "head": h, "end": end, "end_link": links[end], "system": carrier, "keep": list(p.keep),
         "block": block, "block_tokens": block_tokens, "tokens_before": round(raw_total * ratio), "tokens_after": tokens_after,
         "next_at": tokens_after + round(options.regrow * budget.window),
-        "tier_at": tokens_after + regrow_wait(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
+        "tier_at": tier_point(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
         "chunks": [c.chunk_id for c in summary.chunks], "spans": [[c.first, c.last] for c in summary.chunks],
         "summary_source": summary.source,
     }
@@ -220,6 +222,15 @@ def regrow_wait(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tok
     """Tokens a session must regrow by after an archive before the next one at the archive tier."""
     room = max(0.0, tiers.archive * budget.usable - tokens_after)
     return round(min(options.regrow * budget.window, max(ROOM_SHARE * room, MIN_WAIT * budget.usable)))
+
+
+def tier_point(options: ArchiveOptions, budget: Budget, tiers: TierOptions, tokens_after: int) -> int:
+    """The tokens from which the next archive may come at the archive tier: the regrow wait after the restart, never
+    past the archive tier itself. An archive that could only restart near the red line (an agent's fixed prefix and
+    its newest turn fill the window: Qwen Code's 17,000 tokens at a 32k window) would else push the next one out to a
+    request that does not fit at all; at the archive tier the next archive still has to bring the request below the
+    prune tier (``worth``), so this is no compaction loop."""
+    return min(tokens_after + regrow_wait(options, budget, tiers, tokens_after), round(tiers.archive * budget.usable))
 
 
 SUMMARY_SHARE = 0.045

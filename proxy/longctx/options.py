@@ -33,7 +33,7 @@ class ArchiveOptions:
     of the window, so a session hovering near the red line is not archived over and over (a request that would
     not fit at all is archived at once)."""
     newest_turns: int = 4
-    """The newest turns an archive keeps verbatim whenever they fit below the prune tier (the model's working memory)."""
+    """The newest turns an archive keeps verbatim whenever they fit below the compact tier (the model's working memory)."""
     summary_tokens: int = 600
     """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
     chunk_tokens: int = 800

@@ -24,12 +24,26 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     *[("Bash", {"command": f"seq {1 + 900 * n} {900 * (n + 1)}", "description": "Print numbers"}) for n in range(3, 12)],
 ]
 SCRIPTED = web.AppKey("scripted", object)
+LONG_SIZES = (900, 2400, 600, 1500, 300, 3000, 1200)
+"""Numbers each command of a long session prints, in turn (about 3 to 7 tokens each): outputs of 1,000 to 20,000
+characters, like the file reads and test runs of a real session, each below the agents' own output caps (Claude
+Code's 30,000 characters, Qwen Code's 25,000)."""
+
+
+def seq_command(step: int, long: bool) -> str:
+    """The suite's command at ``step`` (900 numbers), or a long session's (LONG_SIZES in turn)."""
+    if not long:
+        return f"seq {1 + 900 * step} {900 * (step + 1)}"
+    return f"seq {1 + 3000 * step} {3000 * step + LONG_SIZES[step % len(LONG_SIZES)]}"
 
 
 @dataclass
 class Scripted:
     mode: str = "work"
     """``work``: the script above; ``recall``: one big output, then Ruyi's MCP ``recall`` of its placeholder's ref."""
+    steps: int = 0
+    """A long session (``bench/savings/agents_sessions.py record --long``): this many commands (LONG_SIZES), the
+    sub-agent at the same step; 0: the suite's short script."""
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -76,7 +90,7 @@ def recall_script(body: dict[str, Any], tools: set[Any]) -> list[dict[str, Any]]
     return [{"type": "text", "text": RECALLED if "\\n1500\\n" in last else "RECALL-FAILED"}]
 
 
-def answer(body: dict[str, Any], mode: str = "work") -> list[dict[str, Any]]:
+def answer(body: dict[str, Any], mode: str = "work", steps: int = 0) -> list[dict[str, Any]]:
     tools = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
     if not tools:
         return [{"type": "text", "text": "ok"}]
@@ -85,9 +99,11 @@ def answer(body: dict[str, Any], mode: str = "work") -> list[dict[str, Any]]:
     if is_subagent(body):
         return [{"type": "text", "text": SUB_RESULT}]
     step = step_of(body)
-    if step >= len(SCRIPT):
+    if step >= (steps or len(SCRIPT)):
         return [{"type": "text", "text": FINAL}]
-    name, args = SCRIPT[step]
+    name, args = SCRIPT[step] if step < len(SCRIPT) else SCRIPT[-1]
+    if steps and name != "subagent":
+        args = {**args, "command": seq_command(step, True)}
     if name == "subagent":
         name = next((n for n in ("Task", "Agent") if n in tools), "")
     if name not in tools:
@@ -100,7 +116,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
-    blocks = answer(body, scripted.mode)
+    blocks = answer(body, scripted.mode, scripted.steps)
     stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
     usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {"id": f"msg_script_{len(scripted.received)}", "type": "message", "role": "assistant", "model": body.get("model"),
@@ -155,12 +171,12 @@ def responses_step(body: dict[str, Any]) -> int:
     return max(done) + 1 if done else 0
 
 
-def responses_answer(body: dict[str, Any]) -> dict[str, Any]:
+def responses_answer(body: dict[str, Any], steps: int = 0) -> dict[str, Any]:
     """The next output item: a shell call in whichever form this Codex offers, or the final message."""
     tools = {t.get("name"): t for t in body.get("tools") or () if isinstance(t, dict) and t.get("name")}
     step = responses_step(body)
-    command = f"seq {1 + 900 * step} {900 * (step + 1)}"
-    if step < CODEX_STEPS:
+    command = seq_command(step, bool(steps))
+    if step < (steps or CODEX_STEPS):
         if "shell" in tools:
             return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "shell",
                     "arguments": json.dumps({"command": ["bash", "-lc", command]}), "status": "completed"}
@@ -176,7 +192,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
-    item = responses_answer(body)
+    item = responses_answer(body, scripted.steps)
     usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": max(1, len(json.dumps(body)) // 4) + 10}
     response = {"id": f"resp_{len(scripted.received)}", "object": "response", "created_at": 0, "status": "completed", "model": body.get("model"),
@@ -278,7 +294,7 @@ def tool_args(tool: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def chat_answer(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+def chat_answer(body: dict[str, Any], steps: int = 0) -> tuple[str, dict[str, Any] | None]:
     """The next move: ``("", call)`` for a tool call, ``(text, None)`` for an answer."""
     tools = {(t.get("function") or {}).get("name"): t for t in body.get("tools") or () if isinstance(t, dict)}
     if not tools:
@@ -286,7 +302,7 @@ def chat_answer(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     if chat_is_subagent(body):
         return SUB_RESULT, None
     step = chat_step(body)
-    if step >= CHAT_STEPS:
+    if step >= (steps or CHAT_STEPS):
         return FINAL, None
     if step == CHAT_SUBAGENT_AT:
         name = next((n for n in TASK_TOOLS if n in tools), None)
@@ -298,7 +314,7 @@ def chat_answer(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
                   "subagent_type": "general" if "general" in agent_types or not agent_types else agent_types[0]}
     else:
         name = next((n for n in SHELL_TOOLS if n in tools), None)
-        values = {"command": f"seq {1 + 900 * step} {900 * (step + 1)}", "description": "Print numbers", "is_background": False}
+        values = {"command": seq_command(step, bool(steps)), "description": "Print numbers", "is_background": False}
     if name is None:
         return FINAL, None
     return "", {"id": f"call_script_{step}", "type": "function",
@@ -310,7 +326,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
-    text, call = chat_answer(body)
+    text, call = chat_answer(body, scripted.steps)
     finish = "tool_calls" if call else "stop"
     prompt = max(1, len(json.dumps(body)) // 4)
     usage = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}

@@ -7,7 +7,10 @@ from typing import Any
 
 import aiohttp
 
-from proxy.longctx.archive import early_point
+from proxy.know.options import TierOptions
+from proxy.know.window import Budget
+from proxy.longctx.archive import early_point, regrow_wait, tier_point
+from proxy.longctx.options import ArchiveOptions
 from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
@@ -175,3 +178,35 @@ async def test_an_early_archive_over_http_finds_its_summary_made_in_the_backgrou
     finally:
         store.close()
     assert record["archive"]["reason"] == "economic" and record["archive"]["prepared"] is True
+
+
+def test_after_an_archive_that_restarts_near_the_red_line_the_next_may_come_at_the_archive_tier() -> None:
+    """An agent whose fixed prefix and newest turn fill the window (Qwen Code at 32k) restarts near the red line: the
+    regrow wait never pushes its next archive out past the archive tier, to a request that does not fit at all."""
+    budget, tiers, options = Budget(32000, 8000), TierOptions(), ArchiveOptions()
+    red = round(tiers.archive * budget.usable)
+    assert tier_point(options, budget, tiers, int(0.9 * budget.usable)) == red
+    assert tier_point(options, budget, tiers, red + 500) == red
+    roomy = int(0.4 * budget.usable)  # an archive that made room: the wait, measured against that room, holds
+    assert tier_point(options, budget, tiers, roomy) == roomy + regrow_wait(options, budget, tiers, roomy) < red
+
+
+async def test_an_archive_behind_a_big_fixed_prefix_restarts_below_the_compact_tier(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """An agent's big fixed prefix (a third of the window here, like Claude Code's system prompt and tools) leaves
+    the newest turns room below the prune tier but not much: an archive keeps them only while the restart stays
+    below the compact tier, so the session grows a while before it is pruned or archived again."""
+    window = 16000
+    usable = window - 2400
+    proxy = await make_proxy(window={"models": {"gpt-4o*": window}}, calibration=UNCALIBRATED, archive={"early": False})
+    big_system = SYSTEM + "\n" + "\n".join(f"Rule {i}: keep module {i} importable and its docstring accurate." for i in range(340))
+    for turns in range(1, 40):
+        resp = await post(proxy, session(turns, system=big_system, lines=80))
+        if "X-Ruyi-Archived" in resp.headers:
+            break
+    else:
+        raise AssertionError("never archived")
+    sent = forwarded(fake)
+    after = int(resp.headers["X-Ruyi-Tokens-After"])
+    assert COUNT.text(big_system) > 0.3 * usable
+    assert sent[-1]["role"] == "tool" and sent[-2].get("tool_calls")  # the newest turn stays, whole
+    assert after <= 0.7 * usable, (after, usable)
