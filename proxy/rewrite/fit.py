@@ -20,6 +20,9 @@ from strategies.fit import cuttable_text, fit
 from strategies.pipeline import apply_replacements
 
 Messages = list[dict[str, Any]]
+MARGIN = 0.98
+"""The tighter cuts aim this far below the whole window: room for an estimate that is a little short of the server's
+count (calibration corrects it once the server has answered)."""
 
 
 class FitStep:
@@ -46,7 +49,7 @@ class FitStep:
         if tokens <= usable:
             return messages
         head = head_end(messages)
-        over = int(tokens - usable) + 1, int(tokens - window) + 1
+        over = int(tokens - usable) + 1, int(tokens - MARGIN * window) + 1
         cuts = fit(messages, head, over[0], m.budget.usable, m.count_text, m.window.tokens, ctx.recall_tool, over[1]) if self.cut else []
         out = apply_replacements(messages, cuts) if cuts else messages
         if cuts:
