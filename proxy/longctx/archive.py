@@ -105,12 +105,17 @@ class Plan:
 
 def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, Any]], client_tokens: Sequence[int],
          view: Sequence[Mapping[str, Any]], positions: Sequence[int], view_tokens: Sequence[int], raw_total: int,
-         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.7, lead: float = 0.0) -> Plan | None:
+         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.85, lead: float = 0.0,
+         crowded_share: float | None = None) -> Plan | None:
     """The earliest turn start from which the newest turns fit ``target`` with the head and a summary, but the
-    ``newest_turns`` whenever they fit below ``cap_share`` of the window (the compact tier: with an agent's big fixed
-    prefix, Claude Code's 19,000 tokens in a 64k window, turns kept up to the prune tier left the restart at its
-    door, so the next request was pruned or archived again; below the compact tier the session has room to grow),
-    and at least the newest turn, whole; None when no turn after the task (and after the archive in force) can go.
+    ``newest_turns`` whenever they fit below ``cap_share`` of the window (the prune tier), and at least the newest
+    turn, whole; None when no turn after the task (and after the archive in force) can go.
+
+    ``crowded_share`` (the compact tier) takes the cap's place when the fixed prefix (system text, tools, task) takes
+    at least ``PREFIX_CROWDED`` of the usable window: behind an agent's big prefix (Claude Code's 19,000 tokens in a 64k
+    window), turns kept up to the prune tier left the restart at its door, so the next request was pruned or archived
+    again; below the compact tier such a session has room to grow. A small prefix keeps its newest turns to the prune
+    tier (what the model reads next: needles and next-step evidence on the public traces).
 
     ``lead``: raw tokens the session is expected to grow by before the archive comes (negative: grew past it).
     A plan made ahead aims that much lower, so that the turns it keeps are those kept when the archive comes:
@@ -131,6 +136,8 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
         suffix[i] = suffix[i + 1] + view_tokens[i]
     chosen = starts[-1]
     cap = cap_share * budget.usable / (ratio or 1.0)
+    if crowded_share is not None and head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0):
+        cap = min(cap, crowded_share * budget.usable / (ratio or 1.0))
     newest = starts[-options.newest_turns] if len(starts) >= options.newest_turns else starts[0]
     def size(k: int) -> int:
         return head + block_estimate + sum(client_tokens[p] for p in system_in if p < positions[k]) + suffix[k]
@@ -142,6 +149,11 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
     return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen])
+
+
+PREFIX_CROWDED = 0.4
+"""A fixed prefix (system text, tools, task) at least this share of the usable window keeps newest turns only below the
+compact tier after an archive (``plan``'s ``crowded_share``)."""
 
 
 def turn_start(view: Sequence[Mapping[str, Any]], k: int) -> bool:
@@ -182,7 +194,7 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
 
     ``view`` is the request as pruning left it (the archive in force applied), ``positions`` each of its messages'
     position in the client's request, ``view_tokens`` their raw tokens; None when no turn can go."""
-    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.compact, lead)
+    p = plan(options, budget, client, client_tokens, view, positions, view_tokens, raw_total, ratio, current, tiers.prune, lead, tiers.compact)
     if p is None or not worth(p, reason, raw_total, ratio, budget, tiers):
         return None
     h, end = p.head, p.end

@@ -117,13 +117,13 @@ class ArchiveStep:
             p = None
             if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
                 p = plan(options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
-                         self.tiers.compact, lead)
+                         self.tiers.prune, lead, self.tiers.compact)
             pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
             if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find
                 ahead = plan(ahead_options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
-                             self.tiers.compact, lead)
+                             self.tiers.prune, lead, self.tiers.compact)
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
                     mem.prepare_until, mem.prepare_number = ahead.end, number
                 return messages
