@@ -42,6 +42,7 @@ test: install-test lint
 
 lint: install-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 bench: install-test

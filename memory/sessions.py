@@ -12,12 +12,13 @@ import structlog
 
 from memory.chain import MessageChain
 from memory.chain_index import AgentSessions, NeedsStore, find_session, needs_store
-from memory.decisions import merge, restore
+from memory.decisions import merge
 from memory.identity import AGENT_HEADER, SESSION_HEADER, agent_id_for, session_header  # noqa: F401 - re-exported
 from memory.lru import LRU
 from memory.session import How, Resolution, Session, SessionOptions
 from memory.store.base import Background, Report, Store, StoredSession, Usage
 from memory.unsaved import Unsaved, ref_ids
+from memory.write_through import WriteThrough
 
 log = structlog.get_logger(__name__)
 INHERITED_WHOLE = ("archives", "layout")
@@ -25,7 +26,7 @@ INHERITED_WHOLE = ("archives", "layout")
 so one the child's messages do not carry never applies; the layout's stable part keeps the prefix shared)."""
 
 
-class SessionRegistry:
+class SessionRegistry(WriteThrough):
     """Sessions keyed by agent, then session; an agent sees only its own.
 
     Without a store, everything lives in memory, LRU-bounded. With one, memory is a cache: every change
@@ -151,68 +152,6 @@ class SessionRegistry:
                 request = report.get("request_id") or f"request-{session.requests}"
                 self._queue(Report(*key, f"{request}/retry" if report.get("overflow_retry") else str(request), dict(report), reports_max))
         return session
-
-    def decide(self, agent_id: str, session_id: str, decisions: Mapping[str, Any], refs: Mapping[str, str],
-               batch_retry_at: int | None = None, clear_batch_retry: bool = False) -> bool:
-        """Add a request's decisions to its session's and make them durable (with everything unsaved) before
-        the request is forwarded. If the write fails they are taken back, in memory and from the unsaved
-        changes, and False says: forward the client's own bytes (the rest is retried by the next flush)."""
-        session = self.get(agent_id, session_id)
-        if session is None:
-            return False
-        key, retry_before = (agent_id, session_id), session.batch_retry_at
-        pending = {link for link in decisions if (*key, link) in self._unsaved.decisions}
-        before = merge(session.decisions, decisions)
-        if batch_retry_at is not None or clear_batch_retry:
-            session.batch_retry_at = batch_retry_at
-        if self.store is None:
-            session.refs.update(refs)
-            return True
-        self._unsaved.recorded(session, decisions, refs, True)
-        if self.settle(durable=bool(decisions or refs) or session.batch_retry_at != retry_before):
-            return True
-        restore(session.decisions, before)
-        session.batch_retry_at = retry_before
-        self._unsaved.take_back(key, [link for link in decisions if link not in pending], refs)
-        return False
-
-    def writes_now(self, session: Session, decisions: Mapping[str, Any], refs: Mapping[str, str], batch_retry_at: int | None = None,
-                   clear_batch_retry: bool = False) -> bool:
-        """Whether `decide` with these (or `settle`, with none) writes to the store before it returns."""
-        retry = batch_retry_at if batch_retry_at is not None or clear_batch_retry else session.batch_retry_at
-        durable = decisions or refs or retry != session.batch_retry_at or self._unsaved.durable_pending()
-        return self.store is not None and bool(durable or self._soon is None)
-
-    def settle(self, durable: bool = False) -> bool:
-        """Before forwarding: write now what must survive a crash (``durable``, decisions, refs, a batch's retry
-        point), with everything unsaved; leave a request that decided nothing to the background writer (`soon`,
-        within its coalescing delay): a restart finds its session again by the prefix its earlier requests stored."""
-        if not durable and self.store is not None and self._unsaved and not self._unsaved.durable_pending() and self._soon is not None:
-            self._soon()
-            return True
-        return self.flush()
-
-    def flush(self) -> bool:
-        """Write every change since the last flush in one transaction; call it before forwarding.
-        A failed write is logged, counted and retried by the next flush; while the store keeps failing,
-        the oldest unsaved entries past `unsaved_max` are dropped (counted in ``self._unsaved.dropped``)."""
-        if self.store is None or not self._unsaved:
-            return True
-        try:
-            self.store.write(self._unsaved.changes())
-        except Exception:  # fail open: the caller forwards the client's own bytes
-            self.write_failures += 1
-            log.warning("store_write_failed", location=self.store.location, failures=self.write_failures, exc_info=True)
-            dropped = self._unsaved.bound(self.unsaved_max, lambda key: key in self._lru)
-            if dropped:
-                log.warning("store_backlog_trimmed", dropped=dropped, dropped_total=self._unsaved.dropped, kept=self._unsaved.size())
-            return False
-        self._unsaved.written()
-        return True
-
-    def unsaved_stats(self) -> dict[str, int]:
-        """Failed writes since start-up, entries waiting for the next one, and entries dropped while the store failed."""
-        return {"failed": self.write_failures, "unsaved": self._unsaved.size(), "dropped": self._unsaved.dropped}
 
     def find_ref(self, agent_id: str, ref_id: str) -> str | None:
         """The original kept under a ref id, searched only among this agent's sessions."""

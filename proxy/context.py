@@ -14,7 +14,7 @@ from proxy.dialects.errors import ProxyError, Wire
 if TYPE_CHECKING:
     from proxy.dialects.base import Assembled
     from proxy.keep.keeper import Keeper
-    from proxy.know.measure import Measurement
+    from proxy.know.measurement import Measurement
     from proxy.layout.step import LayoutState
     from proxy.longctx.request import RequestMemory
     from proxy.rewrite.pruning import Outcome

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -14,13 +14,12 @@ import structlog
 
 from config.schema import Config
 from memory.agent_ids import AgentIds, agent_session_of
-from memory.chain import Fingerprinter, MessageChain
-from memory.chain_index import NeedsStore
+from memory.chain import Fingerprinter
 from memory.identity import session_header
 from memory.serialized import SerializedRegistry
-from memory.session import How, Resolution, Session
+from memory.session import Session
 from memory.sessions import SessionRegistry
-from memory.shared import Relocate, SharedRegistry
+from memory.shared import SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
@@ -29,12 +28,14 @@ from proxy.know import window as window_module
 from proxy.know.bodies import body_messages, context_tokens
 from proxy.know.calibration import Calibration, usage_from_anthropic, usage_from_ollama, usage_from_openai
 from proxy.know.learnt import LearntWindows, stated_limit
-from proxy.know.loaded_models import LoadedModels, ModelKey, keep_alive_seconds
+from proxy.know.loaded_models import LoadedModels, keep_alive_seconds
+from proxy.know.measurement import Measurement
+from proxy.know.replica_turns import resolve_shared, session_turn
 from proxy.know.server_window import ServerWindows
-from proxy.know.tiers import Tier, tier_for
+from proxy.know.tiers import tier_for
 from proxy.know.tokens import TokenCounter
-from proxy.know.window import Budget, OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
-from proxy.offload import TURN_WAIT_S, Offload, Turn
+from proxy.know.window import OllamaWindows, Window, budget_for, num_ctx_for, requested_output_tokens
+from proxy.offload import Offload
 from proxy.routes import upstream_url
 
 log = structlog.get_logger(__name__)
@@ -43,54 +44,6 @@ OLLAMA_API = {"ollama_chat": "chat", "ollama_generate": "generate", "openai_chat
 CONTEXT_1M = 1_000_000
 """The window ``anthropic-beta: context-1m-…`` opens on the Claude models that offer it."""
 SHOW_TIMEOUT = aiohttp.ClientTimeout(total=5)
-RELOCATE_TRIES = 8
-"""With replicas, how often a request follows a session whose tip another process moved before it gives up (fail open)."""
-
-
-@dataclass
-class Measurement:
-    """The facts about one request that every later step reads."""
-
-    session: Session
-    how: How
-    new_messages: int
-    links: tuple[str, ...]
-    """Chain links of the request's messages (decisions are keyed by them)."""
-    shared: int
-    """Leading messages the session had already seen: the rest are new (free to rewrite)."""
-    raw_tokens: int
-    """Our estimate before calibration."""
-    tokens: int
-    """The calibrated estimate of the prompt as the client sent it."""
-    window: Window
-    budget: Budget
-    tier: Tier
-    num_ctx: int | None = None
-    """For Ollama native requests, the ``num_ctx`` to send (None: leave the request's own)."""
-    count_text: Callable[[str], int] | None = None
-    """The model's cached counter of plain strings (for strategies)."""
-    message_tokens: tuple[int, ...] = ()
-    """Each message's tokens as the client sent it (what a cache miss from some message on costs)."""
-    ollama_model: ModelKey | None = None
-    """For Ollama native requests, the (upstream, model) whose num_ctx is kept while in use."""
-    keep_alive_s: float = 0.0
-    """How long the model stays loaded after this request's answer."""
-    scale: float = 1.0
-    """The model's calibration ratio (reported / estimated) this request was measured with."""
-    turn: Turn | None = None
-    """This request's turn in its session (``with m.turn:`` around its rewrite)."""
-    requested: int | None = None
-    """The answer's tokens the request asks for (``max_tokens``, ``num_predict``), if it says."""
-    history_elsewhere: bool = False
-    """Its history is at the provider (``previous_response_id``): the upstream's usage is recorded, never calibrates."""
-
-    @property
-    def usage(self) -> float:
-        return self.budget.usage(self.tokens)
-
-    def calibrated(self, raw_tokens: int) -> int:
-        """One of our estimates brought to the upstream's scale, as ``tokens`` is."""
-        return self.tokens if raw_tokens == self.raw_tokens else round(raw_tokens * self.scale)
 
 
 def wants_context_1m(headers: Mapping[str, str]) -> bool:
@@ -228,7 +181,7 @@ class Measurer:
         prompt = self.counter.count(model, msgs, body.get("tools") if isinstance(body.get("tools"), list) else None, chain)
         named = session_header(headers) or self.agent_ids.named(agent_id, headers, body, chain)  # codex's ids, claude -c
         if self.shared:
-            resolution, turn = self._resolve_shared(agent_id, chain, named, stored)
+            resolution, turn = resolve_shared(self.sessions, self.store, self.offload.turns, self.calibration, agent_id, chain, named, stored)
         else:
             with self.sessions.lock:  # type: ignore[attr-defined]
                 resolution = self.sessions.resolve(agent_id, chain, named, stored=stored)
@@ -260,53 +213,9 @@ class Measurer:
             turn.end()  # the session's next request must not wait for one that never rewrites
             raise
 
-    def _resolve_shared(self, agent_id: str, chain: MessageChain, header: str | None, stored: bool) -> tuple[Resolution, Turn]:
-        """With replicas: the request's session resolved under its lock in the store (taken without the registry's
-        lock, which the holder may need), and its turn, which releases the lock when it ends (after the durable write)."""
-        if not stored:
-            raise NeedsStore(agent_id)
-        assert self.store is not None
-        registry, candidate = self.sessions, None
-        for _ in range(RELOCATE_TRIES):
-            if candidate is None:
-                candidate = registry.locate(agent_id, chain, header)  # type: ignore[attr-defined]
-            held = self.store.session_lock(agent_id, candidate) if candidate is not None else None
-            if held is not None and not held.acquire(TURN_WAIT_S):  # a holder stuck: go on, as a session's turn does
-                log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=candidate)
-                held = None
-            try:
-                with registry.lock:  # type: ignore[attr-defined]
-                    resolution = registry.resolve(agent_id, chain, header, locked=candidate)  # type: ignore[call-arg]
-                    turn = self.offload.turns.enter((agent_id, resolution.session.session_id))
-                    self.calibration.restore(self.store.ratios())  # what the other processes observed last
-            except BaseException as exc:
-                if held is not None:
-                    held.release()
-                if not isinstance(exc, Relocate):
-                    raise
-                candidate = exc.session_id  # another process moved a tip meanwhile: that session's lock instead
-                continue
-            if held is not None:
-                if resolution.session.session_id == candidate:
-                    turn.release = held.release  # held until the turn ends: after the rewrite and its durable write
-                else:
-                    held.release()  # a new session or a child: no other process knows it yet
-            return resolution, turn
-        raise RuntimeError(f"no stable session after {RELOCATE_TRIES} tries (replicas keep moving its tip)")
-
-    @contextmanager
-    def turn_of(self, agent_id: str, session_id: str) -> Iterator[None]:
+    def turn_of(self, agent_id: str, session_id: str) -> AbstractContextManager[None]:
         """A new turn of a session (an overflow retry's), under its lock in the store when replicas share it."""
-        held = self.store.session_lock(agent_id, session_id) if self.shared and self.store is not None else None
-        if held is not None and not held.acquire(TURN_WAIT_S):
-            log.warning("session_lock_overdue", waited_s=TURN_WAIT_S, session=session_id)
-            held = None
-        try:
-            with self.offload.turns.enter((agent_id, session_id)):
-                yield
-        finally:
-            if held is not None:
-                held.release()
+        return session_turn(self.store if self.shared else None, self.offload.turns, agent_id, session_id)
 
     def decide_in_turn(self, agent_id: str, session_id: str, decide: Callable[[Session], Mapping[str, Any]],
                        clear_batch_retry: bool = False) -> bool:

@@ -15,10 +15,12 @@ import structlog
 from conversation.actions.classify import DEFAULT_TOOLS, ToolSpec
 from conversation.task import task_text
 from memory.lru import LRU
-from memory.store.base import ArchiveRow, ChunkRow, Item
+from memory.store.base import ArchiveRow, Item
 from memory.store.writer import Writer
 from proxy.longctx.archive import Archived, Summary, block_of, sized_for
 from proxy.longctx.chunks import Chunk, chunk_id, digest_of, make_chunk, spans
+from proxy.longctx.kept import archive_body, chunk_row
+from proxy.longctx.llm_s1 import prepare_llm_s1
 from proxy.longctx.options import ArchiveOptions, S0Options
 from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import BLOCK_SEPARATOR, head_size
@@ -26,14 +28,10 @@ from proxy.longctx.turns import turns_of
 from redaction.redact import redact
 from summaries.extractive import Extractor, is_chinese
 from summaries.llm import LLMSummarizer
-from summaries.render import compact, short, since
+from summaries.render import compact, since
 
 log = structlog.get_logger(__name__)
 
-TRACE_TOKENS = 12_000
-"""The most of the conversation an LLM summarizer is sent as quoted data at once (older parts go as their digest)."""
-NORMAL_TOKENS = 2000
-"""Budget of an archive's normal form (seed 000: 500–2,000 characters of structure; kept for people and recall)."""
 CHUNKS_MAX = 512
 """Chunks kept in memory per session (the oldest dropped; the next archive makes them again)."""
 SESSIONS_MAX = 2000
@@ -240,28 +238,9 @@ class LongCtx:
             state.preparing = False
 
     async def prepare_s1(self, state: SessionMemory, mem: RequestMemory, m: Any) -> None:
-        """With an LLM summarizer: S1 of everything the next archive would replace, the previous S1 folded in
-        (the messages since it as quoted data, at most TRACE_TOKENS of the newest; the rest as its extractive form)."""
-        if self.summarizer is None or mem.target is None or mem.prepare_until is None:
-            return
-        s, last, links, tokens = m.session, mem.prepare_until, m.links, m.message_tokens
-        first = mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
-        held = state.s1 if state.s1 is not None and state.s1[0] <= last and links[state.s1[0]] == state.s1[1] else None
-        start = held[0] + 1 if held is not None else first
-        previous = held[2] if held is not None else None
-        newest = last + 1
-        while newest > start and sum(tokens[newest - 1: last + 1]) < TRACE_TOKENS:
-            newest -= 1
-        task = task_text(mem.messages, first) if first > 0 else None
-        older = await asyncio.to_thread(self.extractor.digest, mem.messages[start:newest], start) if newest > start else None
-        if older is not None and not older.empty:
-            previous = "\n\n".join(p for p in (previous, compact(older, task, self.options.summary_tokens, m.count_text)) if p)
-        chinese = is_chinese(older or self.extractor.digest(mem.messages[newest: newest + 1]), task)
-        text, why = await self.summarizer.summarize((s.agent_id, s.session_id), mem.target, mem.messages[newest: last + 1], newest,
-                                                    previous, self.options.summary_tokens, chinese, m.count_text or _quarter)
-        if text is not None:
-            state.s1 = (last, links[last], redact(text))
-        state.summarizer = why
+        """With an LLM summarizer: S1 of everything the next archive would replace (longctx/llm_s1.py)."""
+        if self.summarizer is not None:
+            await prepare_llm_s1(self.summarizer, self.extractor, self.options.summary_tokens, state, mem, m)
 
     def after_answer(self, mem: RequestMemory, m: Any, answer: Mapping[str, Any] | None) -> None:
         """After the answer (on the event loop): queue the raw turns (S0) this request added."""
@@ -304,23 +283,3 @@ class LongCtx:
         with self._lock:
             for key in [k for k in self._sessions if k[0] == agent_id and session_id in (None, k[1])]:
                 del self._sessions[key]
-
-
-def chunk_row(agent_id: str, session_id: str, c: Chunk) -> ChunkRow:
-    return ChunkRow(agent_id, session_id, c.chunk_id, c.first, c.last, c.source, c.tags, c.anchors, c.line, c.summary)
-
-
-def archive_body(done: Archived, client: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What is kept of an archive (the seed's archive protocol): its record without the block, S1 (the compact
-    form) and the normal form; the expanded form is the raw turns it covers (S0)."""
-    record = {k: v for k, v in done.record.items() if k not in ("block", "end_link")}
-    head = done.record["head"]
-    task = task_text(client, head) if head > 0 else None
-    digest = digest_of(done.summary.chunks)
-    evidence = Extractor().evidence(client[head: done.record["end"] + 1], head)
-    normal = redact(compact(digest, task, NORMAL_TOKENS, None, evidence))
-    return {**record, "s1": done.summary.text, "forms": {"compact": redact(short(digest, task, evidence)), "normal": normal}}
-
-
-def _quarter(text: str) -> int:
-    return len(text) // 4

@@ -10,7 +10,7 @@ from config.schema import Config
 from memory.chain import Fingerprinter
 from memory.sessions import SessionRegistry
 from proxy.context import RequestContext
-from proxy.know.measure import Measurement
+from proxy.know.measurement import Measurement
 from proxy.know.tiers import tier_for
 from proxy.know.tokens import TokenCounter
 from proxy.know.window import Window, budget_for, window_for
