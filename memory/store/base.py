@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 
 class SessionLock(Protocol):
@@ -19,6 +25,111 @@ class SessionLock(Protocol):
 
 class StoreError(Exception):
     """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
+
+
+class StoreStalled(Exception):
+    """A store call of the request path refused while the store is stalled (``store.deadline_ms``): the request goes
+    on without it, and what it would have written waits for the background writer."""
+
+
+_thread = threading.local()
+
+
+@contextmanager
+def in_background() -> Iterator[None]:
+    """Mark the calling thread as a background writer's: its calls probe a stalled store instead of being refused."""
+    _thread.background = True
+    try:
+        yield
+    finally:
+        _thread.background = False
+
+
+def is_background() -> bool:
+    return bool(getattr(_thread, "background", False))
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether a store call failed because the database was held or slow past its deadline (retried later) rather
+    than for its content: SQLite's ``database is locked``/``busy``, PostgreSQL's lock or statement timeout."""
+    if isinstance(exc, StoreStalled):
+        return True
+    text = str(exc).lower()
+    if type(exc).__name__ in ("LockNotAvailable", "QueryCanceled"):
+        return True
+    return type(exc).__name__ == "OperationalError" and ("locked" in text or "busy" in text)
+
+
+STALL_PROBE_S = 2.0
+"""While the store is stalled, a request-path call tries it again (waiting its deadline) at most this often."""
+
+
+class Stall:
+    """The deadline of a store's request-path calls (``store.deadline_ms``). A call that found the database held past
+    its deadline marks the store stalled: for ``STALL_PROBE_S`` the next request-path calls are refused at once
+    (``StoreStalled``: the request fails open, its write stays queued) instead of each waiting; then one call tries
+    again; the background writer (``in_background``) always tries. Any call that succeeds ends the stall."""
+
+    def __init__(self, deadline_ms: int, location: str) -> None:
+        self.deadline_ms = deadline_ms
+        self.location = location
+        self.missed = 0
+        """Calls that waited their deadline and gave up."""
+        self.refused = 0
+        """Request-path calls refused at once while the store was stalled."""
+        self.stalls = 0
+        self._until = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def stalled(self) -> bool:
+        return self._until > 0.0
+
+    def guard(self) -> None:
+        """Before a request-path call: refuse it while the store is stalled (unless it is this stall's next try)."""
+        if self._until == 0.0 or is_background():
+            return
+        with self._lock:
+            now = time.monotonic()
+            if now < self._until:
+                self.refused += 1
+                raise StoreStalled(f"{self.location}: the store is stalled; not waiting for it (store.deadline_ms)")
+            self._until = now + STALL_PROBE_S  # this call tries; the others go on being refused meanwhile
+
+    def failed(self, exc: BaseException) -> None:
+        if not is_busy(exc) or isinstance(exc, StoreStalled):
+            return
+        with self._lock:
+            self.missed += 1
+            first = self._until == 0.0
+            self._until = time.monotonic() + STALL_PROBE_S
+            if first:
+                self.stalls += 1
+        if first:
+            log.warning("store_stalled", location=self.location, deadline_ms=self.deadline_ms, reason=str(exc))
+
+    def succeeded(self) -> None:
+        if self._until == 0.0:
+            return
+        with self._lock:
+            was, self._until = self._until, 0.0
+        if was:
+            log.info("store_stall_over", location=self.location, missed=self.missed, refused=self.refused)
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Around one request-path store call."""
+        self.guard()
+        try:
+            yield
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        self.succeeded()
+
+    def stats(self) -> dict[str, Any]:
+        return {"deadline_ms": self.deadline_ms, "stalled": self.stalled, "stalls": self.stalls, "missed": self.missed,
+                "refused": self.refused}
 
 
 @dataclass

@@ -21,6 +21,7 @@ from memory.store.base import (
     ModelRatio,
     Report,
     SessionRecord,
+    Stall,
     StoredSession,
     StoreError,
     Usage,
@@ -28,7 +29,7 @@ from memory.store.base import (
 from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_recall import delete_sessions
+from memory.store.sqlite_recall import delete_sessions, session_ranges
 from memory.store.sqlite_report import SQLiteReport
 from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
@@ -52,6 +53,11 @@ TRUNCATE_BYTES = 64 << 20
 TRUNCATE_RETRY_S = 5.0
 TRUNCATE_WAIT_MS = 100
 """How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
+SHRINK_SESSIONS = 5
+"""Sessions whose rows one step toward ``store.max_bytes`` removes (one short transaction)."""
+SHRINK_PAGES = 256
+SHRINK_TO = 0.9
+"""Rows are removed until they use this share of ``max_bytes`` (room for what comes next before the next step)."""
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
                 "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
@@ -89,10 +95,18 @@ class SQLiteStore(SQLiteReport):
     """The store in one SQLite file. Use it from one thread (the event loop's); only ``checkpoint``
     may be called from another, on its own connection. The report's reading is in sqlite_report."""
 
-    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = 5000, deadline_ms: int | None = None, max_bytes: int = 0) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+        """``store.max_bytes``: the file's size kept under it by `shrink_step`, in the background (0: no limit)."""
+        self.shrunk: dict[str, int] = {}
+        """Rows removed to keep the store under ``max_bytes`` since start-up, by table, and the steps taken."""
+        self.bytes = 0
+        """The database's size on disk (the file and its write-ahead log) when last measured (`size`)."""
         self.location = str(path)
         self._timeout = busy_timeout_ms / 1000
+        self.stall = Stall(min(busy_timeout_ms, deadline_ms) if deadline_ms is not None else busy_timeout_ms, self.location)
+        """The deadline of the writes that hold up requests (under the session registry's lock): ``store.deadline_ms``."""
         try:
             private_file(path)  # originals of replaced text live here
             self._conn = self._connect()
@@ -128,8 +142,19 @@ class SQLiteStore(SQLiteReport):
         with immediate(self._conn) as conn:
             yield conn
 
+    @contextmanager
+    def _bounded(self) -> Iterator[sqlite3.Connection]:
+        """A write that requests wait for: its wait for the database bounded by the deadline, refused while stalled."""
+        with self.stall.call():
+            self._conn.execute(f"PRAGMA busy_timeout = {self.stall.deadline_ms}")
+            try:
+                with self._transaction() as conn:
+                    yield conn
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+
     def write(self, changes: Changes) -> None:
-        with self._transaction() as c:
+        with self._bounded() as c:
             _many(c, _UPSERT_SESSION, [_row(r) for r in changes.sessions])
             for chain in changes.chains:
                 key = (chain.agent_id, chain.session_id)
@@ -158,7 +183,7 @@ class SQLiteStore(SQLiteReport):
         usage_rows = [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)]
         audit_rows = [(a.agent_id, a.session_id, a.request_id, now, _json(redact_value(a.body))) for a in items if isinstance(a, Audit)]
         ratio_rows = [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)]
-        with lock if lock is not None else nullcontext(), self._transaction() as c:
+        with lock if lock is not None else nullcontext(), self._bounded() as c:
             _many(c, "INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", report_rows)
             for agent_id, session_id, keep in kept:
                 c.execute(
@@ -276,6 +301,69 @@ class SQLiteStore(SQLiteReport):
         # executescript steps the pragma to its end: execute() stops after one step (one page) as it returns no column
         self._conn.executescript("PRAGMA incremental_vacuum" + (f"({int(pages)})" if pages else ""))
         return int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def size(self) -> tuple[int, int]:
+        """(bytes the rows use, bytes on disk: the file and its write-ahead log)."""
+        pages, free, page = (int(self._conn.execute(f"PRAGMA {p}").fetchone()[0]) for p in ("page_count", "freelist_count", "page_size"))
+        try:
+            disk = self.path.stat().st_size + self._wal_bytes()
+        except OSError:
+            disk = pages * page
+        self.bytes = disk
+        return (pages - free) * page, disk
+
+    def shrink_step(self, sessions: int = SHRINK_SESSIONS, pages: int = SHRINK_PAGES) -> str | None:
+        """One small step toward ``max_bytes`` (one short transaction): the oldest sessions' raw turns and chunks (with
+        their index rows) first; when none are left, their reports and audit records; then whole sessions, oldest first,
+        their decisions with them (what is in force goes last). Space freed is given back ``pages`` at a time. Returns what
+        the step did (``turns``, ``records``, ``sessions``, ``compact``), None when the store is within its limit."""
+        if self.max_bytes <= 0:
+            return None
+        used, disk = self.size()
+        if disk <= self.max_bytes:
+            return None
+        if used <= self.max_bytes * SHRINK_TO:  # the rows fit: only the file is too big
+            before = int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
+            if before and self.compact(pages) < before:
+                self._count("compact", 0)
+                return "compact"
+            return None  # nothing more to give back (a file made before incremental vacuum): rows are not removed for it
+        c = self._conn
+        oldest = c.execute(
+            "SELECT agent_id, session_id FROM sessions s WHERE EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = s.agent_id AND "
+            "t.session_id = s.session_id) OR EXISTS (SELECT 1 FROM chunks k WHERE k.agent_id = s.agent_id AND k.session_id = s.session_id) "
+            "ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+        if oldest:
+            with self._transaction() as c:
+                for key in oldest:
+                    for first, last in session_ranges(c, *key):
+                        self._count("recall_fts", c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind IN ('turn', 'chunk')",
+                                                            (first, last)).rowcount)
+                    for table in ("turns", "chunks"):
+                        self._count(table, c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount)
+            self._count("steps", 1)
+            return "turns"
+        oldest = c.execute(
+            "SELECT agent_id, session_id FROM sessions s WHERE EXISTS (SELECT 1 FROM reports r WHERE r.agent_id = s.agent_id AND "
+            "r.session_id = s.session_id) OR EXISTS (SELECT 1 FROM audit a WHERE a.agent_id = s.agent_id AND a.session_id = s.session_id) "
+            "ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+        if oldest:
+            with self._transaction() as c:
+                for table in ("reports", "audit"):
+                    self._count(table, sum(c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount for key in oldest))
+            self._count("steps", 1)
+            return "records"
+        oldest = c.execute("SELECT agent_id, session_id FROM sessions WHERE rowid != (SELECT rowid FROM sessions ORDER BY last_seen DESC "
+                           "LIMIT 1) ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+        if not oldest:
+            return None  # the newest session stays, whatever its size
+        self._expire([(a, s) for a, s in oldest])
+        self._count("sessions", len(oldest))
+        self._count("steps", 1)
+        return "sessions"
+
+    def _count(self, what: str, n: int) -> None:
+        self.shrunk[what] = self.shrunk.get(what, 0) + n
 
     def checkpoint(self) -> None:
         if self._wal_bytes() < CHECKPOINT_BYTES:
