@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -27,11 +26,6 @@ class StoreError(Exception):
     """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
 
 
-class StoreStalled(Exception):
-    """A store call of the request path refused while the store is stalled (``store.deadline_ms``): the request goes
-    on without it, and what it would have written waits for the background writer."""
-
-
 _thread = threading.local()
 
 
@@ -52,80 +46,61 @@ def is_background() -> bool:
 def is_busy(exc: BaseException) -> bool:
     """Whether a store call failed because the database was held or slow past its deadline (retried later) rather
     than for its content: SQLite's ``database is locked``/``busy``, PostgreSQL's lock or statement timeout."""
-    if isinstance(exc, StoreStalled):
-        return True
     text = str(exc).lower()
     if type(exc).__name__ in ("LockNotAvailable", "QueryCanceled"):
         return True
     return type(exc).__name__ == "OperationalError" and ("locked" in text or "busy" in text)
 
 
-STALL_PROBE_S = 2.0
-"""While the store is stalled, a request-path call tries it again (waiting its deadline) at most this often."""
+STALLED_WAIT_MS = 50
 
 
 class Stall:
-    """The deadline of a store's request-path calls (``store.deadline_ms``). A call that found the database held past
-    its deadline marks the store stalled: for ``STALL_PROBE_S`` the next request-path calls are refused at once
-    (``StoreStalled``: the request fails open, its write stays queued) instead of each waiting; then one call tries
-    again; the background writer (``in_background``) always tries. Any call that succeeds ends the stall."""
+    """The deadline of a store's request-path writes (``store.deadline_ms``). A write that found the database held past
+    its deadline marks the store stalled: until a write succeeds again, request-path writes only try, without waiting
+    (a held database refuses them at once: the request fails open, its write stays queued), while the background
+    writer (``in_background``) goes on waiting the deadline for each of its tries."""
 
     def __init__(self, deadline_ms: int, location: str) -> None:
         self.deadline_ms = deadline_ms
         self.location = location
         self.missed = 0
-        """Calls that waited their deadline and gave up."""
+        """Writes that waited their deadline and gave up."""
         self.refused = 0
-        """Request-path calls refused at once while the store was stalled."""
+        """Request-path writes refused at once (they did not wait) while the store was stalled."""
         self.stalls = 0
-        self._until = 0.0
-        self._lock = threading.Lock()
+        self.stalled = False
 
-    @property
-    def stalled(self) -> bool:
-        return self._until > 0.0
-
-    def guard(self) -> None:
-        """Before a request-path call: refuse it while the store is stalled (unless it is this stall's next try)."""
-        if self._until == 0.0 or is_background():
-            return
-        with self._lock:
-            now = time.monotonic()
-            if now < self._until:
-                self.refused += 1
-                raise StoreStalled(f"{self.location}: the store is stalled; not waiting for it (store.deadline_ms)")
-            self._until = now + STALL_PROBE_S  # this call tries; the others go on being refused meanwhile
-
-    def failed(self, exc: BaseException) -> None:
-        if not is_busy(exc) or isinstance(exc, StoreStalled):
-            return
-        with self._lock:
-            self.missed += 1
-            first = self._until == 0.0
-            self._until = time.monotonic() + STALL_PROBE_S
-            if first:
-                self.stalls += 1
-        if first:
-            log.warning("store_stalled", location=self.location, deadline_ms=self.deadline_ms, reason=str(exc))
-
-    def succeeded(self) -> None:
-        if self._until == 0.0:
-            return
-        with self._lock:
-            was, self._until = self._until, 0.0
-        if was:
-            log.info("store_stall_over", location=self.location, missed=self.missed, refused=self.refused)
+    def wait_ms(self) -> int:
+        """How long the next write may wait for the database (while stalled, a request's write only tries: the time a
+        short transaction of Ruyi's own other connections takes, not a lock held for long)."""
+        if is_background():  # at least a short transaction of Ruyi's own other connections (a deadline of 0 included)
+            return max(self.deadline_ms, STALLED_WAIT_MS)
+        return STALLED_WAIT_MS if self.stalled else self.deadline_ms
 
     @contextmanager
-    def call(self) -> Iterator[None]:
-        """Around one request-path store call."""
-        self.guard()
+    def call(self) -> Iterator[int]:
+        """Around one write that requests wait for; yields how long it may wait (milliseconds)."""
+        wait = self.wait_ms()
         try:
-            yield
+            yield wait
         except BaseException as exc:
-            self.failed(exc)
+            if is_busy(exc):
+                self._failed(exc, wait)
             raise
-        self.succeeded()
+        if self.stalled:
+            self.stalled = False
+            log.info("store_stall_over", location=self.location, missed=self.missed, refused=self.refused)
+
+    def _failed(self, exc: BaseException, waited: int) -> None:
+        if waited < self.deadline_ms and self.stalled:
+            self.refused += 1
+            return
+        self.missed += 1
+        if not self.stalled:
+            self.stalled = True
+            self.stalls += 1
+            log.warning("store_stalled", location=self.location, deadline_ms=self.deadline_ms, reason=str(exc))
 
     def stats(self) -> dict[str, Any]:
         return {"deadline_ms": self.deadline_ms, "stalled": self.stalled, "stalls": self.stalls, "missed": self.missed,

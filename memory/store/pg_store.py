@@ -127,11 +127,11 @@ class PgStore:
 
     def _bounded(self, write: Callable[[psycopg.Connection], None]) -> None:
         """A write that requests wait for: its lock waits bounded by the deadline, refused while the store is stalled."""
-        def bounded(c: psycopg.Connection) -> None:
-            c.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(self.stall.deadline_ms, 1)}ms",))
-            write(c)
+        with self.stall.call() as wait_ms:
+            def bounded(c: psycopg.Connection) -> None:
+                c.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))  # 0 would be for ever
+                write(c)
 
-        with self.stall.call():
             self._retrying(bounded, pipelined=True)
 
     def write(self, changes: Changes) -> None:

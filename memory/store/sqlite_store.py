@@ -145,8 +145,8 @@ class SQLiteStore(SQLiteReport):
     @contextmanager
     def _bounded(self) -> Iterator[sqlite3.Connection]:
         """A write that requests wait for: its wait for the database bounded by the deadline, refused while stalled."""
-        with self.stall.call():
-            self._conn.execute(f"PRAGMA busy_timeout = {self.stall.deadline_ms}")
+        with self.stall.call() as wait_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
             try:
                 with self._transaction() as conn:
                     yield conn

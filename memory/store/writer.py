@@ -48,6 +48,12 @@ class Writer:
         self._queue = threading.Condition()
         self._idle = threading.Event()
         self._idle.set()
+        self._tried = threading.Event()
+        """Everything queued so far was tried at least once (written, given up, or kept for a retry while the store is held)."""
+        self._tried.set()
+        self._asked = 0
+        """Records and flushes asked for since start-up: a try that failed marks as tried only what was asked before it."""
+        self._try_from = 0
         self._stopping = False
         self._flush: Callable[[], object] | None = None
         """The session registry's flush, due with the next batch (`flush_soon`)."""
@@ -73,6 +79,8 @@ class Writer:
                 return
             self._items.append(item)
             self._idle.clear()
+            self._tried.clear()
+            self._asked += 1
             self._queue.notify()
 
     def flush_soon(self, flush: Callable[[], object]) -> None:
@@ -81,6 +89,8 @@ class Writer:
         with self._queue:
             self._flush = flush
             self._idle.clear()
+            self._tried.clear()
+            self._asked += 1
             self._queue.notify()
 
     @property
@@ -94,11 +104,12 @@ class Writer:
         return self._idle.is_set()
 
     async def drain(self) -> None:
-        """Wait until everything queued so far is written (or given up)."""
+        """Wait until everything queued so far is written (or given up, or, while the store is held, tried once and
+        kept for the next try)."""
         if self._thread is None or not self._thread.is_alive():
             await asyncio.to_thread(self._write_all)
             return
-        await asyncio.to_thread(self._idle.wait)
+        await asyncio.to_thread(self._tried.wait)
 
     async def close(self) -> None:
         """Stop the thread and write what is left (graceful shutdown)."""
@@ -134,6 +145,9 @@ class Writer:
         """The store was held or stalled: wait longer before the next try."""
         self.retried += 1
         self._retry_s = min(RETRY_MAX_S, max(RETRY_FIRST_S, self._retry_s * 2))
+        with self._queue:
+            if self._asked == self._try_from:  # what was queued so far was tried: a drain need not wait for the store
+                self._tried.set()
 
     def _write_all(self) -> None:
         """Write what is queued; the registry's flush first, and again whenever one was asked for meanwhile, so a
@@ -141,6 +155,7 @@ class Writer:
         while True:
             with self._queue:
                 flush, self._flush = self._flush, None
+                self._try_from = self._asked
             if flush is not None and not self._flushed(flush):
                 return
             if not self._write_batch():
@@ -167,6 +182,7 @@ class Writer:
             if not self._items:
                 if self._flush is None:
                     self._idle.set()
+                    self._tried.set()
                 return False
             batch = [self._items.popleft() for _ in range(min(BATCH_MAX, len(self._items)))]
         try:
