@@ -46,4 +46,4 @@ def open_database(options: StoreOptions) -> Database | PgDatabase:
         return PgDatabase(options.url, lock_timeout_ms=options.busy_timeout_ms)
     if options.backend == "memory":
         return Database(None, options.busy_timeout_ms)
-    return Database(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)
+    return Database(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms, options.deadline_ms)
