@@ -325,8 +325,12 @@ class SQLiteStore(SQLiteReport):
         if used <= self.max_bytes * SHRINK_TO:  # the rows fit: only the file is too big
             before = int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
             if before and self.compact(pages) < before:
-                self._count("compact", 0)
+                self._count("compact", 1)
                 return "compact"
+            wal = self._wal_bytes()
+            if wal and self._truncate() and self._wal_bytes() < wal:  # the log of the removals, emptied
+                self._count("checkpoint", 1)
+                return "checkpoint"
             return None  # nothing more to give back (a file made before incremental vacuum): rows are not removed for it
         c = self._conn
         oldest = c.execute(
@@ -353,14 +357,25 @@ class SQLiteStore(SQLiteReport):
                     self._count(table, sum(c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount for key in oldest))
             self._count("steps", 1)
             return "records"
-        oldest = c.execute("SELECT agent_id, session_id FROM sessions WHERE rowid != (SELECT rowid FROM sessions ORDER BY last_seen DESC "
-                           "LIMIT 1) ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+        newest = c.execute("SELECT agent_id, session_id FROM sessions ORDER BY last_seen DESC LIMIT 1").fetchone()
+        oldest = [k for k in c.execute("SELECT agent_id, session_id FROM sessions ORDER BY last_seen LIMIT ?", (sessions + 1,)).fetchall()
+                  if tuple(k) != tuple(newest or ())][:sessions]
         if not oldest:
             return None  # the newest session stays, whatever its size
         self._expire([(a, s) for a, s in oldest])
         self._count("sessions", len(oldest))
         self._count("steps", 1)
         return "sessions"
+
+    def _truncate(self) -> bool:
+        """Fold the write-ahead log in and empty it, waiting at most TRUNCATE_WAIT_MS for readers and writers."""
+        with self._checkpoint_lock:
+            self._conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+            try:
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        return not busy
 
     def _count(self, what: str, n: int) -> None:
         self.shrunk[what] = self.shrunk.get(what, 0) + n
