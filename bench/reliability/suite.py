@@ -30,7 +30,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import fake_upstream, free_port, ruyi, stop
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
 
 SECRET = "sk-ruyi-reliability-0123456789abcdefghijklmnop"
 """A client's key and a secret in a message: neither may reach the store, the log or an error."""
@@ -51,11 +51,15 @@ class Stack:
         return self.procs[-1].pid
 
 
+TREE = {"root": ROOT}
+"""The source tree of the Ruyi under test (``--root``: another checkout, for a before/after)."""
+
+
 def start(config: dict[str, Any] | None = None, **switches: Any) -> Stack:
     up, port = free_port(), free_port()
     procs = [fake_upstream(up, **switches)]
     try:
-        proc = ruyi(port, f"http://127.0.0.1:{up}/v1", config or {})
+        proc = ruyi(port, f"http://127.0.0.1:{up}/v1", config or {}, TREE["root"])
     except BaseException:
         stop(procs)
         raise
@@ -176,7 +180,7 @@ async def soak(seconds: float, rate: float, sessions: int = 20) -> dict[str, Any
 async def stalled_store(requests: int, held_s: float) -> dict[str, Any]:
     """Another connection holds the database (BEGIN EXCLUSIVE) for ``held_s`` while ``requests`` agents send at once:
     every request answered, the sessions API too; what waited lands once it is let go."""
-    stack = start({"store": {"deadline_ms": 500}})
+    stack = start({"store": {"deadline_ms": 500}} if TREE["root"] == ROOT else {})  # an older tree has no deadline
     try:
         async with client() as http:
             await timed(http, stack.url, body(0), {"X-Ruyi-Agent": "warm"})
@@ -198,13 +202,14 @@ async def stalled_store(requests: int, held_s: float) -> dict[str, Any]:
             released = time.perf_counter()
             for _ in range(600):
                 now = await stats(stack.url)
-                if now["store_writes"]["unsaved"] == 0 and now["store_queue"]["pending"] == 0 and not now["store_deadline"]["stalled"]:
+                if now["store_writes"]["unsaved"] == 0 and (now["store_queue"] or {}).get("pending", 0) == 0 and \
+                        not (now.get("store_deadline") or {}).get("stalled"):
                     landed_s = time.perf_counter() - released
                     break
                 await asyncio.sleep(0.05)
         audit = sqlite3.connect(stack.data_dir / "ruyi.db").execute("SELECT count(DISTINCT agent_id) FROM audit WHERE agent_id LIKE 'stalled-%'").fetchone()[0]
         return {"requests": requests, "ok": sum(s == 200 for s, _ in answers), "all_answered_s": round(answered_s, 2),
-                "slowest_s": round(max(t for _, t in answers), 2), "sessions_api": api, "deadline": during["store_deadline"],
+                "slowest_s": round(max(t for _, t in answers), 2), "sessions_api": api, "deadline": during.get("store_deadline"),
                 "landed_after_release_s": None if landed_s is None else round(landed_s, 2), "audited_agents": audit}
     finally:
         stop(stack.procs)
@@ -351,6 +356,7 @@ async def _loads(streams: list[int]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short", action="store_true", help="the small numbers make test uses")
+    parser.add_argument("--root", type=Path, default=ROOT, help="source tree of the Ruyi to measure (default: this one)")
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
     parser.add_argument("--streams", type=int, nargs="*", default=[500, 1000])
     parser.add_argument("--soak-s", type=float, default=600.0)
@@ -362,6 +368,7 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=500)
     parser.add_argument("--leaks", type=int, default=20)
     args = parser.parse_args()
+    TREE["root"] = args.root
     if args.short:
         args.streams, args.soak_s, args.rate, args.stalled, args.held_s = [50], 5.0, 10.0, 16, 2.0
         args.faults, args.bad, args.slow, args.leaks = 3, 2, 20, 2
