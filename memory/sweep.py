@@ -42,8 +42,53 @@ def sweep(registry: SerializedRegistry) -> int:
     return removed
 
 
+SIZE_EVERY_S = 30.0
+"""How often the store's size is checked against ``store.max_bytes`` (and at start-up)."""
+
+
+def _shrink_step(registry: SerializedRegistry) -> str | None:
+    with registry.lock:
+        return registry.store.shrink_step()
+
+
+def shrink(registry: SerializedRegistry) -> int:
+    """Bring the store under ``store.max_bytes`` now, in small steps (SQLite; nothing without a limit). Returns the steps."""
+    steps = 0
+    while getattr(registry.store, "max_bytes", 0) and _shrink_step(registry) is not None:
+        steps += 1
+        time.sleep(PAUSE_S)
+    return steps
+
+
+async def keep_size_forever(registry: SerializedRegistry, every_s: float = SIZE_EVERY_S) -> None:
+    """At start-up, then every ``every_s``: while the store is over ``store.max_bytes``, one small step (a worker
+    thread, the registry's lock held for one short transaction), then a rest, so requests are never starved."""
+    store = registry.store
+    while True:
+        try:
+            steps = 0
+            while await asyncio.to_thread(_shrink_step, registry) is not None:
+                steps += 1
+                await asyncio.sleep(PAUSE_S)
+            if steps:
+                log.info("store_shrunk", steps=steps, bytes=store.bytes, max_bytes=store.max_bytes, removed=dict(store.shrunk))
+        except Exception:  # tried again at the next check
+            log.warning("store_shrink_failed", exc_info=True)
+        await asyncio.sleep(every_s)
+
+
 async def sweep_forever(registry: SerializedRegistry, interval_s: float) -> None:
-    """At start-up, then every ``interval_s``: remove expired sessions in small steps, each in a worker thread."""
+    """At start-up, then every ``interval_s``: remove expired sessions in small steps, each in a worker thread; and,
+    with ``store.max_bytes``, keep the store under it (`keep_size_forever`, a task of its own)."""
+    sizing = asyncio.create_task(keep_size_forever(registry)) if getattr(registry.store, "max_bytes", 0) else None
+    try:
+        await _sweep_forever(registry, interval_s)
+    finally:
+        if sizing is not None:
+            sizing.cancel()
+
+
+async def _sweep_forever(registry: SerializedRegistry, interval_s: float) -> None:
     while True:
         try:
             removed = 0

@@ -23,8 +23,8 @@ def open_store(options: StoreOptions) -> Store | None:
     if options.backend == "postgres":
         from memory.store.pg_store import PgStore  # psycopg is loaded only by those who use it
 
-        return PgStore(options.url, options.pool_max, options.busy_timeout_ms)
-    return SQLiteStore(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)
+        return PgStore(options.url, options.pool_max, options.busy_timeout_ms, options.deadline_ms)
+    return SQLiteStore(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms, options.deadline_ms, options.max_bytes)
 
 
 def open_recall(options: StoreOptions, store: Store | None) -> Recall | PgRecall:
@@ -46,4 +46,4 @@ def open_database(options: StoreOptions) -> Database | PgDatabase:
         return PgDatabase(options.url, lock_timeout_ms=options.busy_timeout_ms)
     if options.backend == "memory":
         return Database(None, options.busy_timeout_ms)
-    return Database(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms)
+    return Database(Path(options.data_dir) / "ruyi.db", options.busy_timeout_ms, options.deadline_ms)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 
 class SessionLock(Protocol):
@@ -19,6 +24,87 @@ class SessionLock(Protocol):
 
 class StoreError(Exception):
     """A store Ruyi cannot use (a schema newer than the code, an unreadable file): stops start-up."""
+
+
+_thread = threading.local()
+
+
+@contextmanager
+def in_background() -> Iterator[None]:
+    """Mark the calling thread as a background writer's: its calls probe a stalled store instead of being refused."""
+    _thread.background = True
+    try:
+        yield
+    finally:
+        _thread.background = False
+
+
+def is_background() -> bool:
+    return bool(getattr(_thread, "background", False))
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether a store call failed because the database was held or slow past its deadline (retried later) rather
+    than for its content: SQLite's ``database is locked``/``busy``, PostgreSQL's lock or statement timeout."""
+    text = str(exc).lower()
+    if type(exc).__name__ in ("LockNotAvailable", "QueryCanceled"):
+        return True
+    return type(exc).__name__ == "OperationalError" and ("locked" in text or "busy" in text)
+
+
+STALLED_WAIT_MS = 50
+
+
+class Stall:
+    """The deadline of a store's request-path writes (``store.deadline_ms``). A write that found the database held past
+    its deadline marks the store stalled: until a write succeeds again, request-path writes only try, without waiting
+    (a held database refuses them at once: the request fails open, its write stays queued), while the background
+    writer (``in_background``) goes on waiting the deadline for each of its tries."""
+
+    def __init__(self, deadline_ms: int, location: str) -> None:
+        self.deadline_ms = deadline_ms
+        self.location = location
+        self.missed = 0
+        """Writes that waited their deadline and gave up."""
+        self.refused = 0
+        """Request-path writes refused at once (they did not wait) while the store was stalled."""
+        self.stalls = 0
+        self.stalled = False
+
+    def wait_ms(self) -> int:
+        """How long the next write may wait for the database (while stalled, a request's write only tries: the time a
+        short transaction of Ruyi's own other connections takes, not a lock held for long)."""
+        if is_background():  # at least a short transaction of Ruyi's own other connections (a deadline of 0 included)
+            return max(self.deadline_ms, STALLED_WAIT_MS)
+        return STALLED_WAIT_MS if self.stalled else self.deadline_ms
+
+    @contextmanager
+    def call(self) -> Iterator[int]:
+        """Around one write that requests wait for; yields how long it may wait (milliseconds)."""
+        wait = self.wait_ms()
+        try:
+            yield wait
+        except BaseException as exc:
+            if is_busy(exc):
+                self._failed(exc, wait)
+            raise
+        if self.stalled:
+            self.stalled = False
+            log.info("store_stall_over", location=self.location, missed=self.missed, refused=self.refused)
+
+    def _failed(self, exc: BaseException, waited: int) -> None:
+        if waited < self.deadline_ms and self.stalled:
+            self.refused += 1
+            return
+        self.missed += 1
+        if not self.stalled:
+            self.stalled = True
+            self.stalls += 1
+            log.warning("store_stalled", location=self.location, deadline_ms=self.deadline_ms, reason=str(exc))
+
+    def stats(self) -> dict[str, Any]:
+        return {"deadline_ms": self.deadline_ms, "stalled": self.stalled, "stalls": self.stalls, "missed": self.missed,
+                "refused": self.refused}
 
 
 @dataclass

@@ -25,6 +25,17 @@ class StoreOptions:
     busy_timeout_ms: int = 5000
     """How long a write waits for another process holding the database (``ruyi store vacuum``; PostgreSQL: a lock another
     replica holds), then fails (the request goes through)."""
+    deadline_ms: int = 1000
+    """The longest a request waits for one store write it needs (its decisions, the session index), when another
+    connection holds the database or the disk stalls: past it the request goes on without it (forwarded unmodified, or
+    as far as the rewrite goes without it), the write stays queued for the background writer, and it is counted
+    (``store_deadline`` in GET /ruyi/v1/stats) and logged (``store_stalled``). While the store stays stalled, requests
+    do not wait at all (one tries again every 2 s). At most ``busy_timeout_ms``."""
+    max_bytes: int = 0
+    """The store's size on disk (SQLite: the file and its write-ahead log) kept under this, in the background in small
+    steps: the oldest sessions' raw turns and chunks go first, then their reports and audit records, then whole
+    sessions, oldest first (the decisions in force last; the newest session always stays). 0: no limit (sessions still
+    expire after ``sessions.ttl_days``). Counted under ``store_size`` in GET /ruyi/v1/stats. Not applied to PostgreSQL."""
     queue_max: int = 10_000
     """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
     unsaved_max: int = 100_000
@@ -47,5 +58,7 @@ class StoreOptions:
             raise ValueError("backend postgres needs url: postgresql://user@host:5432/database (or RUYI_STORE__URL)")
         if self.pool_max < 1:
             raise ValueError("pool_max must be >= 1")
+        if self.deadline_ms < 1 or self.max_bytes < 0:
+            raise ValueError("deadline_ms must be >= 1, max_bytes >= 0")
         if self.busy_timeout_ms < 0 or self.queue_max < 1 or self.unsaved_max < 1:
             raise ValueError("busy_timeout_ms must be >= 0, queue_max and unsaved_max >= 1")

@@ -20,6 +20,7 @@ from memory.store.base import (
     ModelRatio,
     Report,
     SessionRecord,
+    Stall,
     StoredSession,
     Usage,
 )
@@ -77,9 +78,11 @@ class PgStore:
     """The store in a PostgreSQL database (``store.url``), shared by any number of Ruyi processes. Safe from any thread:
     each call takes a connection of its own from the pool."""
 
-    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> None:
+    def __init__(self, url: str, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000, deadline_ms: int | None = None) -> None:
         self.url = url
         self.location = location_of(url)
+        self.stall = Stall(min(lock_timeout_ms, deadline_ms) if deadline_ms is not None else lock_timeout_ms, self.location)
+        """The deadline of the writes that hold up requests (a row or lock another replica holds): ``store.deadline_ms``."""
         self.pool: psycopg_pool.ConnectionPool = open_pool(url, pool_max, "ruyi-store", lock_timeout_ms=lock_timeout_ms)
         self._locks = PgSessionLocks(url)
         with self.pool.connection() as conn:
@@ -122,8 +125,17 @@ class PgStore:
                     log.info("store_reconnected", location=self.location)
         raise AssertionError("unreachable")
 
+    def _bounded(self, write: Callable[[psycopg.Connection], None]) -> None:
+        """A write that requests wait for: its lock waits bounded by the deadline, refused while the store is stalled."""
+        with self.stall.call() as wait_ms:
+            def bounded(c: psycopg.Connection) -> None:
+                c.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))  # 0 would be for ever
+                write(c)
+
+            self._retrying(bounded, pipelined=True)
+
     def write(self, changes: Changes) -> None:
-        self._retrying(lambda c: self._write(c, changes), pipelined=True)
+        self._bounded(lambda c: self._write(c, changes))
 
     def _write(self, c: psycopg.Connection, changes: Changes) -> None:
         _many(c, _UPSERT_SESSION, [_row(r) for r in _sorted(changes.sessions, lambda r: (r.agent_id, r.session_id))])
@@ -168,7 +180,7 @@ class PgStore:
                      "updated_at = excluded.updated_at", [(m, r, now) for m, r in sorted(ratios.items())])
 
         with lock if lock is not None else nullcontext():
-            self._retrying(write, pipelined=True)
+            self._bounded(write)
 
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if not links:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memory.store.base import StoreError
+from memory.store.base import Stall, StoreError
 from memory.store.sqlite_schema import migrate
 
 
@@ -49,9 +49,13 @@ class Database:
     connection (WAL lets it read while the registry writes). Every call runs under ``lock``, in a worker thread; a
     change is one ``transaction``: all of it or nothing, even when the process is killed in the middle."""
 
-    def __init__(self, path: Path | None = None, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path | None = None, busy_timeout_ms: int = 5000, deadline_ms: int | None = None) -> None:
         self.location = str(path) if path is not None else ":memory:"
         self.lock = threading.RLock()
+        self._busy_ms = busy_timeout_ms
+        self.stall = Stall(min(busy_timeout_ms, deadline_ms) if deadline_ms is not None else busy_timeout_ms, self.location)
+        """A write waits at most ``store.deadline_ms`` for the database (its reads, on the request path, wait for this
+        lock meanwhile); while the store stays held, only a short try (memory/store/base.py: Stall)."""
         try:
             if path is not None:
                 private_file(path)
@@ -66,9 +70,13 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write: committed whole, or rolled back whole."""
-        with self.lock:
-            with immediate(self._conn) as conn:
-                yield conn
+        with self.lock, self.stall.call() as wait_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            try:
+                with immediate(self._conn) as conn:
+                    yield conn
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

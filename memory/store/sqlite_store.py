@@ -21,6 +21,7 @@ from memory.store.base import (
     ModelRatio,
     Report,
     SessionRecord,
+    Stall,
     StoredSession,
     StoreError,
     Usage,
@@ -29,7 +30,7 @@ from memory.store.session_locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_recall import delete_sessions
-from memory.store.sqlite_report import SQLiteReport
+from memory.store.sqlite_report import TRUNCATE_WAIT_MS, SQLiteReport, SQLiteSize
 from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
 
@@ -50,8 +51,6 @@ TRUNCATE_EVERY_S = 60.0
 stays bounded (a passive one reuses the file from its start but never shrinks it)."""
 TRUNCATE_BYTES = 64 << 20
 TRUNCATE_RETRY_S = 5.0
-TRUNCATE_WAIT_MS = 100
-"""How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
 _PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
                 "task_calls", "child_notebook_versions", "refined_forms", "sessions")
 
@@ -85,14 +84,22 @@ def _text(original: str) -> bytes:
     return original.encode("utf-8", "surrogatepass")
 
 
-class SQLiteStore(SQLiteReport):
+class SQLiteStore(SQLiteReport, SQLiteSize):
     """The store in one SQLite file. Use it from one thread (the event loop's); only ``checkpoint``
     may be called from another, on its own connection. The report's reading is in sqlite_report."""
 
-    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = 5000, deadline_ms: int | None = None, max_bytes: int = 0) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+        """``store.max_bytes``: the file's size kept under it by `shrink_step`, in the background (0: no limit)."""
+        self.shrunk: dict[str, int] = {}
+        """Rows removed to keep the store under ``max_bytes`` since start-up, by table, and the steps taken."""
+        self.bytes = 0
+        """The database's size on disk (the file and its write-ahead log) when last measured (`size`)."""
         self.location = str(path)
         self._timeout = busy_timeout_ms / 1000
+        self.stall = Stall(min(busy_timeout_ms, deadline_ms) if deadline_ms is not None else busy_timeout_ms, self.location)
+        """The deadline of the writes that hold up requests (under the session registry's lock): ``store.deadline_ms``."""
         try:
             private_file(path)  # originals of replaced text live here
             self._conn = self._connect()
@@ -128,8 +135,19 @@ class SQLiteStore(SQLiteReport):
         with immediate(self._conn) as conn:
             yield conn
 
+    @contextmanager
+    def _bounded(self) -> Iterator[sqlite3.Connection]:
+        """A write that requests wait for: its wait for the database bounded by the deadline, refused while stalled."""
+        with self.stall.call() as wait_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            try:
+                with self._transaction() as conn:
+                    yield conn
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+
     def write(self, changes: Changes) -> None:
-        with self._transaction() as c:
+        with self._bounded() as c:
             _many(c, _UPSERT_SESSION, [_row(r) for r in changes.sessions])
             for chain in changes.chains:
                 key = (chain.agent_id, chain.session_id)
@@ -158,7 +176,7 @@ class SQLiteStore(SQLiteReport):
         usage_rows = [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)]
         audit_rows = [(a.agent_id, a.session_id, a.request_id, now, _json(redact_value(a.body))) for a in items if isinstance(a, Audit)]
         ratio_rows = [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)]
-        with lock if lock is not None else nullcontext(), self._transaction() as c:
+        with lock if lock is not None else nullcontext(), self._bounded() as c:
             _many(c, "INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", report_rows)
             for agent_id, session_id, keep in kept:
                 c.execute(

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 import structlog
 
 from memory.safe_text import without_lone_surrogates
-from memory.store.base import Background, Store
+from memory.store.base import Background, Store, in_background, is_busy
 
 log = structlog.get_logger(__name__)
 
@@ -22,6 +22,11 @@ COALESCE_S = 0.05
 """How long the writer waits after the first record before writing, so a busy proxy commits once per batch."""
 CHECKPOINT_EVERY_S = 1.0
 """At most this often, the store's housekeeping (SQLite: a checkpoint) runs, on its own connection."""
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 5.0
+"""While the store is held or stalled, the writer tries again after RETRY_FIRST_S, doubling up to RETRY_MAX_S: what
+waits is kept (records in the queue, the registry's unsaved changes), and the session registry's lock, which a try
+holds for at most ``store.deadline_ms``, stays free for requests in between."""
 
 
 class Writer:
@@ -43,11 +48,22 @@ class Writer:
         self._queue = threading.Condition()
         self._idle = threading.Event()
         self._idle.set()
+        self._tried = threading.Event()
+        """Everything queued so far was tried at least once (written, given up, or kept for a retry while the store is held)."""
+        self._tried.set()
+        self._asked = 0
+        """Records and flushes asked for since start-up: a try that failed marks as tried only what was asked before it."""
+        self._try_from = 0
         self._stopping = False
         self._flush: Callable[[], object] | None = None
         """The session registry's flush, due with the next batch (`flush_soon`)."""
         self._thread: threading.Thread | None = None
         self._last_housekeeping = time.monotonic()
+        self._retry_s = 0.0
+        """The wait before the next try while the store is held (0: it is not)."""
+        self.retried = 0
+        """Writes (a batch or the registry's flush) that found the store held and were kept to be tried again."""
+        self._final = False
 
     def start(self) -> None:
         """Start the writing thread."""
@@ -63,6 +79,8 @@ class Writer:
                 return
             self._items.append(item)
             self._idle.clear()
+            self._tried.clear()
+            self._asked += 1
             self._queue.notify()
 
     def flush_soon(self, flush: Callable[[], object]) -> None:
@@ -71,6 +89,8 @@ class Writer:
         with self._queue:
             self._flush = flush
             self._idle.clear()
+            self._tried.clear()
+            self._asked += 1
             self._queue.notify()
 
     @property
@@ -78,12 +98,18 @@ class Writer:
         """Records queued and not yet written."""
         return len(self._items)
 
+    @property
+    def idle(self) -> bool:
+        """Whether everything queued so far is written (or given up), the registry's flush included."""
+        return self._idle.is_set()
+
     async def drain(self) -> None:
-        """Wait until everything queued so far is written (or given up)."""
+        """Wait until everything queued so far is written (or given up, or, while the store is held, tried once and
+        kept for the next try)."""
         if self._thread is None or not self._thread.is_alive():
             await asyncio.to_thread(self._write_all)
             return
-        await asyncio.to_thread(self._idle.wait)
+        await asyncio.to_thread(self._tried.wait)
 
     async def close(self) -> None:
         """Stop the thread and write what is left (graceful shutdown)."""
@@ -92,30 +118,63 @@ class Writer:
                 self._stopping = True
                 self._queue.notify()
             await asyncio.to_thread(self._thread.join)
+        self._final = True  # what still finds the store held is given up now, counted
         await asyncio.to_thread(self._write_all)
         log.info("store_queue_drained", written=self.written, dropped=self.dropped, failed=self.failed)
 
     def _run(self) -> None:
-        while True:
-            with self._queue:
-                while not self._items and self._flush is None and not self._stopping:
-                    self._queue.wait()
-                if self._stopping:
-                    return  # close() writes the rest
-            time.sleep(COALESCE_S)  # gather what the next requests queue: one transaction for many
-            self._write_all()
-            self._maybe_housekeeping()
+        with in_background():  # this thread's writes probe a stalled store (memory/store/base.py: Stall)
+            while True:
+                with self._queue:
+                    while not self._items and self._flush is None and not self._stopping:
+                        self._queue.wait()
+                    if self._stopping:
+                        return  # close() writes the rest
+                    retry = self._retry_s
+                if retry:
+                    with self._queue:  # the store was held: wait before trying again (close() still ends it)
+                        self._queue.wait_for(lambda: self._stopping, retry)
+                        if self._stopping:
+                            return
+                else:
+                    time.sleep(COALESCE_S)  # gather what the next requests queue: one transaction for many
+                self._write_all()
+                self._maybe_housekeeping()
+
+    def _held(self) -> None:
+        """The store was held or stalled: wait longer before the next try."""
+        self.retried += 1
+        self._retry_s = min(RETRY_MAX_S, max(RETRY_FIRST_S, self._retry_s * 2))
+        with self._queue:
+            if self._asked == self._try_from:  # what was queued so far was tried: a drain need not wait for the store
+                self._tried.set()
 
     def _write_all(self) -> None:
-        with self._queue:
-            flush, self._flush = self._flush, None
-        if flush is not None:
-            try:
-                flush()  # logs and counts its own failures, and keeps what it could not write for the next one
-            except Exception:  # never let the writer thread die
-                log.warning("store_flush_failed", location=self.store.location, exc_info=True)
-        while self._write_batch():
-            pass
+        """Write what is queued; the registry's flush first, and again whenever one was asked for meanwhile, so a
+        record queued after a request's flush was asked for (its audit record) is never stored before that flush."""
+        while True:
+            with self._queue:
+                flush, self._flush = self._flush, None
+                self._try_from = self._asked
+            if flush is not None and not self._flushed(flush):
+                return
+            if not self._write_batch():
+                return
+
+    def _flushed(self, flush: Callable[[], object]) -> bool:
+        try:
+            ok = flush()  # logs and counts its own failures, and keeps what it could not write for the next one
+        except Exception:  # never let the writer thread die
+            log.warning("store_flush_failed", location=self.store.location, exc_info=True)
+            ok = False
+        if ok is not False or self._final:
+            self._retry_s = 0.0 if ok is not False else self._retry_s
+            return True
+        with self._queue:  # tried again later even if no request asks: what waits lands once the store is free
+            if self._flush is None:
+                self._flush = flush
+        self._held()
+        return False
 
     def _write_batch(self) -> bool:
         """Write up to BATCH_MAX records; False when there was nothing to write."""
@@ -123,15 +182,22 @@ class Writer:
             if not self._items:
                 if self._flush is None:
                     self._idle.set()
+                    self._tried.set()
                 return False
             batch = [self._items.popleft() for _ in range(min(BATCH_MAX, len(self._items)))]
         try:
             self._write(batch)
-        except Exception:  # noqa: BLE001 - one bad record must not take the others with it: each alone
+        except Exception as exc:  # noqa: BLE001 - one bad record must not take the others with it: each alone
+            if is_busy(exc) and not self._final:  # the store is held, not the records bad: kept, in order, for later
+                with self._queue:
+                    self._items.extendleft(reversed(batch))
+                self._held()
+                return False
             for item in batch:
                 self._write_alone(item)
             return True
         self.written += len(batch)
+        self._retry_s = 0.0
         return True
 
     def _write(self, items: list[Background]) -> None:
@@ -149,7 +215,7 @@ class Writer:
             except UnicodeError:
                 self._write([without_lone_surrogates(item)])
         except Exception as exc:  # background records are best effort; the proxy goes on
-            reason = "unencodable_text" if isinstance(exc, UnicodeError) else "store_error"
+            reason = "unencodable_text" if isinstance(exc, UnicodeError) else "store_busy" if is_busy(exc) else "store_error"
             self.failed += 1
             self.failed_by_reason[reason] = self.failed_by_reason.get(reason, 0) + 1
             log.warning("store_background_write_failed", records=1, reason=reason, location=self.store.location, exc_info=True)

@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,13 @@ def trace() -> Path:
 CONFIG = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}}
 """Recall adds to the newest message what the store had written by then (off the request path): not compared here."""
 BURST = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
+
+
+def settled(proc: RuyiProcess) -> bool:
+    """Whether nothing of the answers so far is still being remembered or written (GET /ruyi/v1/stats ``in_flight``):
+    the keeper's facts and notebook, the archive's chunks and forms, the queues of both writers."""
+    with urllib.request.urlopen(proc.url + "/ruyi/v1/stats", timeout=10) as resp:  # 127.0.0.1 only
+        return not any(json.load(resp)["in_flight"].values())
 
 
 def audited(proc: RuyiProcess, agent: str, session: str, request_id: str) -> bool:
@@ -59,9 +67,11 @@ async def test_a_restart_mid_trace_forwards_byte_identical_requests(upstream: Te
     run = RuyiProcess(url, tmp_path / "killed", CONFIG, tmp_path / "killed.log")
     await run.start()
     session = (await replay(run.url, requests[:cut], "agent", ids[:cut]))[-1]
-    # What is written in the background (calibration beside the audit record) is best effort by design;
-    # kill once it is in, so that the restarted process calibrates as the uninterrupted one did.
+    # What is written in the background (calibration beside the audit record, the facts and notebook the keeper
+    # learns after each answer, which the next archive's block shows) is best effort by design; kill once it is all
+    # in, so that the restarted process starts from what the uninterrupted one had at that point.
     await wait_for(lambda: audited(run, "agent", session, ids[cut - 1]), "the audit record of the last request")
+    await wait_for(lambda: settled(run), "nothing left to remember or write")
     await run.kill()
     await run.start()
     sessions = await replay(run.url, requests[cut:], "agent", ids[cut:])

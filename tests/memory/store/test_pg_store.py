@@ -304,7 +304,12 @@ def test_a_write_waits_for_another_process_s_lock_at_most_busy_timeout_ms(pg_url
         other.execute("UPDATE sessions SET requests = 7 WHERE agent_id = 'a' AND session_id = 's'")
         with pytest.raises(psycopg.errors.LockNotAvailable):
             store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=2.0)]))
+        assert store.stall.stalled, "a request's next write does not wait for the lock again"
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=2.0)]))
         other.rollback()
     store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=3.0)]))
     assert store.session_ids("a") == ["s"]
+    counts = store.stall.stats()
+    assert counts["stalled"] is False and counts["stalls"] == 1 and counts["missed"] + counts["refused"] == 2
     store.close()

@@ -1,0 +1,382 @@
+"""The reliability suite (issue 27): load, a soak, a stalled store, upstream faults, bad input, slow clients and key
+leaks, each against a real `ruyi serve` and, where a figure is compared, side by side with the fake upstream direct.
+
+Only 127.0.0.1; every scenario is bounded in count and time. ``--short`` is what `make test` runs
+(tests/reliability/test_suite.py calls the same functions with small numbers and checks outcomes, never timings);
+the long run is the documented command, its figures in RELIABILITY.md:
+
+    .venv/bin/python bench/reliability/suite.py --short                  # about a minute
+    .venv/bin/python bench/reliability/suite.py                          # 500 and 1,000 streams, a 10-minute soak
+    .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
+
+SECRET = "sk-ruyi-reliability-0123456789abcdefghijklmnop"
+"""A client's key and a secret in a message: neither may reach the store, the log or an error."""
+
+
+@dataclass
+class Stack:
+    """A fake upstream and a `ruyi serve` in front of it, each its own process."""
+
+    upstream: str
+    url: str
+    data_dir: Path
+    log: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def ruyi_pid(self) -> int:
+        return self.procs[-1].pid
+
+
+TREE = {"root": ROOT}
+"""The source tree of the Ruyi under test (``--root``: another checkout, for a before/after)."""
+
+
+def start(config: dict[str, Any] | None = None, **switches: Any) -> Stack:
+    up, port = free_port(), free_port()
+    procs = [fake_upstream(up, **switches)]
+    try:
+        proc = ruyi(port, f"http://127.0.0.1:{up}/v1", config or {}, TREE["root"])
+    except BaseException:
+        stop(procs)
+        raise
+    procs.append(proc)
+    args = [str(a) for a in proc.args]  # type: ignore[union-attr]
+    data = Path(args[args.index("--config") + 1]).parent
+    return Stack(f"http://127.0.0.1:{up}", f"http://127.0.0.1:{port}", data / "data", data / "ruyi.log", procs)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def disk_bytes(data_dir: Path) -> int:
+    return sum(p.stat().st_size for p in data_dir.glob("*") if p.is_file())
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def body(i: int, stream: bool = False, words: int = 20) -> dict[str, Any]:
+    return {"model": "gpt-4o", "stream": stream, "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": f"agent {i}: fix the failing test " + "context " * words}]}
+
+
+async def timed(http: aiohttp.ClientSession, url: str, payload: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, float]:
+    """(status, seconds to the first body byte)."""
+    started = time.perf_counter()
+    async with http.post(url + "/v1/chat/completions", json=payload, headers=headers or {}) as resp:
+        first = None
+        async for _ in resp.content.iter_any():
+            if first is None:
+                first = time.perf_counter() - started
+        return resp.status, first if first is not None else time.perf_counter() - started
+
+
+def client(timeout_s: float = 300) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
+async def stats(url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, http.get(url + "/ruyi/v1/stats") as r:
+        return dict(await r.json())
+
+
+# --- scenarios: each returns its figures (a flat dict) ---
+
+
+async def load(streams: int) -> dict[str, Any]:
+    """``streams`` streams at once (each ~1 s at the upstream: 10 chunks 100 ms apart), through Ruyi and direct."""
+    stack = start(chunk_delay=0.1, reply=" ".join(f"w{i}" for i in range(10)))
+    try:
+        before_rss, before_fds = rss_mb(stack.ruyi_pid), fds(stack.ruyi_pid)
+        async with client() as http:
+            direct = await asyncio.gather(*(timed(http, stack.upstream, body(i, True)) for i in range(streams)))
+            proxied = await asyncio.gather(*(timed(http, stack.url, body(i, True), {"X-Ruyi-Agent": f"agent-{i}"}) for i in range(streams)))
+        for _ in range(100):  # connections closed: file descriptors back (bounded poll)
+            if fds(stack.ruyi_pid) <= before_fds + 5:
+                break
+            await asyncio.sleep(0.1)
+        return {"streams": streams, "ok": sum(s == 200 for s, _ in proxied), "direct_ok": sum(s == 200 for s, _ in direct),
+                "ttfb_p50_s": statistics.median(t for _, t in proxied), "ttfb_p99_s": pct([t for _, t in proxied], 0.99),
+                "direct_ttfb_p50_s": statistics.median(t for _, t in direct), "direct_ttfb_p99_s": pct([t for _, t in direct], 0.99),
+                "rss_mb_before": round(before_rss), "rss_mb_after": round(rss_mb(stack.ruyi_pid)),
+                "fds_before": before_fds, "fds_after": fds(stack.ruyi_pid)}
+    finally:
+        stop(stack.procs)
+
+
+async def soak(seconds: float, rate: float, sessions: int = 20) -> dict[str, Any]:
+    """``rate`` requests a second for ``seconds`` (``sessions`` agents, each growing its conversation), through Ruyi;
+    then the same schedule direct. Time to first byte, memory over time, disk per request."""
+    stack = start()
+    try:
+        async def schedule(url: str, headers: Callable[[int], dict[str, str]]) -> tuple[list[float], list[int], list[float]]:
+            ttfb: list[float] = []
+            statuses: list[int] = []
+            rss: list[float] = []
+            tasks: list[asyncio.Task[tuple[int, float]]] = []
+            async with client() as http:
+                started, n = time.perf_counter(), 0
+                while (now := time.perf_counter() - started) < seconds:
+                    due = int(now * rate)
+                    while n < due:
+                        tasks.append(asyncio.ensure_future(timed(http, url, body(n % sessions, words=20 + n // sessions), headers(n))))
+                        n += 1
+                    if url == stack.url and int(now) % max(1, int(seconds // 10)) == 0 and len(rss) <= now:
+                        rss.append(rss_mb(stack.ruyi_pid))
+                    await asyncio.sleep(0.01)
+                for status, first in await asyncio.gather(*tasks):
+                    statuses.append(status)
+                    ttfb.append(first)
+            return ttfb, statuses, rss
+
+        disk0 = disk_bytes(stack.data_dir)
+        ttfb, statuses, rss = await schedule(stack.url, lambda n: {"X-Ruyi-Agent": f"soak-{n % sessions}"})
+        await asyncio.sleep(1.5)  # the background writer's last batch
+        disk1 = disk_bytes(stack.data_dir)
+        direct, _, _ = await schedule(stack.upstream, lambda n: {})
+        return {"seconds": seconds, "rate": rate, "requests": len(statuses), "ok": statuses.count(200),
+                "ttfb_p50_ms": round(statistics.median(ttfb) * 1000, 1), "ttfb_p99_ms": round(pct(ttfb, 0.99) * 1000, 1),
+                "direct_ttfb_p50_ms": round(statistics.median(direct) * 1000, 1), "direct_ttfb_p99_ms": round(pct(direct, 0.99) * 1000, 1),
+                "rss_mb": [round(r) for r in rss], "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2)}
+    finally:
+        stop(stack.procs)
+
+
+async def stalled_store(requests: int, held_s: float) -> dict[str, Any]:
+    """Another connection holds the database (BEGIN EXCLUSIVE) for ``held_s`` while ``requests`` agents send at once:
+    every request answered, the sessions API too; what waited lands once it is let go."""
+    stack = start({"store": {"deadline_ms": 500}} if TREE["root"] == ROOT else {})  # an older tree has no deadline
+    try:
+        async with client() as http:
+            await timed(http, stack.url, body(0), {"X-Ruyi-Agent": "warm"})
+            other = sqlite3.connect(stack.data_dir / "ruyi.db", isolation_level=None)
+            other.execute("BEGIN EXCLUSIVE")
+            other.execute("INSERT INTO model_calibration VALUES ('held', 1.0, 0)")
+            try:
+                started = time.perf_counter()
+                answers = await asyncio.gather(*(timed(http, stack.url, body(i), {"X-Ruyi-Agent": f"stalled-{i}"}) for i in range(requests)))
+                answered_s = time.perf_counter() - started
+                async with http.get(stack.url + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": "stalled-0"}) as r:
+                    api = r.status
+                during = await stats(stack.url)
+                await asyncio.sleep(max(0.0, held_s - (time.perf_counter() - started)))
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            landed_s = None
+            released = time.perf_counter()
+            for _ in range(600):
+                now = await stats(stack.url)
+                if now["store_writes"]["unsaved"] == 0 and (now["store_queue"] or {}).get("pending", 0) == 0 and \
+                        not (now.get("store_deadline") or {}).get("stalled"):
+                    landed_s = time.perf_counter() - released
+                    break
+                await asyncio.sleep(0.05)
+        audit = sqlite3.connect(stack.data_dir / "ruyi.db").execute("SELECT count(DISTINCT agent_id) FROM audit WHERE agent_id LIKE 'stalled-%'").fetchone()[0]
+        return {"requests": requests, "ok": sum(s == 200 for s, _ in answers), "all_answered_s": round(answered_s, 2),
+                "slowest_s": round(max(t for _, t in answers), 2), "sessions_api": api, "deadline": during.get("store_deadline"),
+                "landed_after_release_s": None if landed_s is None else round(landed_s, 2), "audited_agents": audit}
+    finally:
+        stop(stack.procs)
+
+
+async def faults(requests: int) -> dict[str, Any]:
+    """Upstream 500, 429, a stall past the upstream timeout, a stream cut mid-way: relayed or answered in the client's
+    format, Ruyi healthy after each."""
+    out: dict[str, Any] = {}
+    cases: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
+        ("500", {"fault": "status", "status": 500}, {}, False),
+        ("429", {"fault": "status", "status": 429}, {}, False),
+        ("stall", {"fault": "delay", "delay": 5.0}, {"upstream": {"read_timeout_seconds": 1.0}}, False),
+        ("cut", {"fault": "cut", "cut_after": 2, "chunk_delay": 0.01}, {}, True),
+    ]
+    for name, switches, config, stream in cases:
+        stack = start(config, **switches)
+        try:
+            async with client(60) as http:
+                got = await asyncio.gather(*(timed(http, stack.url, body(i, stream), {"X-Ruyi-Agent": f"f{i}"}) for i in range(requests)),
+                                           return_exceptions=True)
+                statuses = sorted({r[0] if isinstance(r, tuple) else type(r).__name__ for r in got}, key=str)
+                async with http.get(stack.url + "/healthz") as r:
+                    healthy = r.status == 200
+            out[name] = {"statuses": statuses, "healthy_after": healthy, "alive": stack.procs[-1].poll() is None}
+        finally:
+            stop(stack.procs)
+    return out
+
+
+async def bad_input(requests: int) -> dict[str, Any]:
+    """Malformed JSON, a lone surrogate, a non-object body, 200 headers, a traversal path: refused in the client's
+    format (or, for valid JSON, served), never a crash."""
+    stack = start()
+    try:
+        results: dict[str, list[int]] = {}
+        async with client(60) as http:
+            async def send(name: str, data: bytes, headers: dict[str, str] | None = None, path: str = "/v1/chat/completions") -> None:
+                async with http.post(stack.url + path, data=data, headers={"Content-Type": "application/json", **(headers or {})}) as r:
+                    await r.read()
+                    results.setdefault(name, []).append(r.status)
+
+            for i in range(requests):
+                await send("malformed_json", b'{"model": "gpt-4o", "messages": [')
+                await send("lone_surrogate", json.dumps(body(i)).replace("fix", "\\ud800fix").encode())
+                await send("not_an_object", b"[1, 2, 3]")
+                await send("many_headers", json.dumps(body(i)).encode(), {f"X-Pad-{k}": "x" for k in range(200)})
+                await send("traversal", json.dumps(body(i)).encode(), path="/v1/../../etc/passwd")
+            async with http.get(stack.url + "/healthz") as r:
+                healthy = r.status == 200
+        return {name: sorted(set(s)) for name, s in results.items()} | {"healthy_after": healthy, "alive": stack.procs[-1].poll() is None}
+    finally:
+        stop(stack.procs)
+
+
+async def slow_clients(connections: int, header_timeout_s: float = 1.0) -> dict[str, Any]:
+    """``connections`` clients trickling a request head (a byte now and then): cut after ``limits.header_timeout_seconds``;
+    a normal request is answered meanwhile."""
+    stack = start({"limits": {"header_timeout_seconds": header_timeout_s}})
+    try:
+        port = int(stack.url.rsplit(":", 1)[1])
+        opened: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        for _ in range(connections):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            opened.append((reader, writer))
+        async with client(60) as http:
+            status, _ = await timed(http, stack.url, body(0), {"X-Ruyi-Agent": "normal"})
+        closed, started = 0, time.perf_counter()
+        while time.perf_counter() - started < header_timeout_s * 20:
+            closed = 0
+            for reader, writer in opened:
+                if reader.at_eof():
+                    closed += 1
+                else:
+                    try:
+                        writer.write(b"X")  # one more byte of the head
+                        await asyncio.wait_for(reader.read(1 << 16), 0.01)
+                    except (TimeoutError, ConnectionError):
+                        pass
+                    closed += reader.at_eof()
+            if closed == connections:
+                break
+            await asyncio.sleep(0.2)
+        for _, writer in opened:
+            writer.close()
+        return {"connections": connections, "cut": closed, "normal_request": status, "alive": stack.procs[-1].poll() is None}
+    finally:
+        stop(stack.procs)
+
+
+async def key_leaks(requests: int) -> dict[str, Any]:
+    """A client key, a key-shaped session header and secrets in messages: none of them in any file Ruyi wrote (the store,
+    its log) nor in any answer; a body's ``base_url``/``api_base`` never reaches another address."""
+    attacker = free_port()
+    seen: list[bytes] = []
+
+    async def note(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.read(1 << 16))
+        writer.close()
+
+    trap = await asyncio.start_server(note, "127.0.0.1", attacker)
+    stack = start()
+    try:
+        answers: list[bytes] = []
+        async with client(60) as http:
+            for i in range(requests):
+                payload = body(i)
+                payload["messages"].append({"role": "user", "content": f"my key is {SECRET} and db_password = \"{SECRET}\""})
+                payload |= {"base_url": f"http://127.0.0.1:{attacker}", "api_base": f"http://127.0.0.1:{attacker}",
+                            "fallbacks": [{"api_base": f"http://127.0.0.1:{attacker}"}]}
+                headers = {"Authorization": f"Bearer {SECRET}", "X-Ruyi-Session": SECRET, "X-Ruyi-Agent": "leaky"}
+                async with http.post(stack.url + "/v1/chat/completions", json=payload, headers=headers) as r:
+                    answers.append(await r.read() + str(dict(r.headers)).encode())
+                async with http.post(stack.url + "/v1/chat/completions", data=b"{bad", headers=headers) as r:
+                    answers.append(await r.read())
+        await asyncio.sleep(1.5)  # the background writer's last batch
+    finally:
+        stop(stack.procs)
+        trap.close()
+    found = []
+    for path in stack.data_dir.parent.rglob("*"):
+        if path.is_file() and path.name != "config.yaml" and SECRET.encode() in path.read_bytes():
+            found.append(path.name)
+    return {"requests": requests, "files_with_secret": found, "answers_with_secret": sum(SECRET.encode() in a for a in answers),
+            "attacker_connections": len(seen)}
+
+
+SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
+    "load": lambda a: _loads(a.streams),
+    "soak": lambda a: soak(a.soak_s, a.rate),
+    "stalled_store": lambda a: stalled_store(a.stalled, a.held_s),
+    "faults": lambda a: faults(a.faults),
+    "bad_input": lambda a: bad_input(a.bad),
+    "slow_clients": lambda a: slow_clients(a.slow),
+    "key_leaks": lambda a: key_leaks(a.leaks),
+}
+
+
+async def _loads(streams: list[int]) -> dict[str, Any]:
+    return {str(n): await load(n) for n in streams}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--short", action="store_true", help="the small numbers make test uses")
+    parser.add_argument("--root", type=Path, default=ROOT, help="source tree of the Ruyi to measure (default: this one)")
+    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
+    parser.add_argument("--streams", type=int, nargs="*", default=[500, 1000])
+    parser.add_argument("--soak-s", type=float, default=600.0)
+    parser.add_argument("--rate", type=float, default=20.0, help="soak requests per second")
+    parser.add_argument("--stalled", type=int, default=64)
+    parser.add_argument("--held-s", type=float, default=10.0)
+    parser.add_argument("--faults", type=int, default=20)
+    parser.add_argument("--bad", type=int, default=20)
+    parser.add_argument("--slow", type=int, default=500)
+    parser.add_argument("--leaks", type=int, default=20)
+    args = parser.parse_args()
+    TREE["root"] = args.root
+    if args.short:
+        args.streams, args.soak_s, args.rate, args.stalled, args.held_s = [50], 5.0, 10.0, 16, 2.0
+        args.faults, args.bad, args.slow, args.leaks = 3, 2, 20, 2
+    for name in args.only or SCENARIOS:
+        started = time.perf_counter()
+        figures: dict[str, Any] = asyncio.run(SCENARIOS[name](args))  # type: ignore[arg-type]
+        print(json.dumps({"scenario": name, "wall_s": round(time.perf_counter() - started, 1), **figures}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
