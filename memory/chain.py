@@ -118,6 +118,10 @@ def canonical_message(message: Mapping[str, Any]) -> list[tuple[bytes, str]]:
     return canon
 
 
+HASH_PIECE_CHARS = 1 << 20
+"""An ASCII text longer than this is hashed a piece at a time (the same digest as hashing it whole)."""
+
+
 def message_digest(message: Mapping[str, Any]) -> bytes:
     """The digest of a message's canonical form (each tagged string length-prefixed: unambiguous)."""
     h = blake2b(digest_size=DIGEST_SIZE)
@@ -129,6 +133,11 @@ def message_digest(message: Mapping[str, Any]) -> bytes:
     else:
         canon = canonical_message(message)
     for tag, text in canon:
+        if len(text) > HASH_PIECE_CHARS and text.isascii():  # a huge tool output: never a second whole copy of it
+            h.update(tag + len(text).to_bytes(8, "little"))
+            for start in range(0, len(text), HASH_PIECE_CHARS):
+                h.update(text[start: start + HASH_PIECE_CHARS].encode("ascii"))
+            continue
         data = text.encode("utf-8", "surrogatepass")
         h.update(tag + len(data).to_bytes(8, "little"))
         h.update(data)

@@ -25,9 +25,15 @@ LABEL_CHARS = 60
 """A placeholder names its call by at most this many characters of its command."""
 """An argument value whose JSON is at most this long (a path, a line number) is kept as it is."""
 
+HASH_PIECE_CHARS = 1 << 20
+"""An original is hashed this many characters at a time (the same digest as hashing it whole)."""
+
+
 def ref_id(identity: str, target: str, original: str) -> str:
     """A short stable id of an original: a hash of its text and where it sits (tool_call_id, target)."""
-    digest = hashlib.sha256(f"{identity}\x00{target}\x00{original}".encode("utf-8", "surrogatepass"))
+    digest = hashlib.sha256(f"{identity}\x00{target}\x00".encode("utf-8", "surrogatepass"))
+    for start in range(0, len(original), HASH_PIECE_CHARS):  # never a second whole copy of a huge original
+        digest.update(original[start: start + HASH_PIECE_CHARS].encode("utf-8", "surrogatepass"))
     return "r" + digest.hexdigest()[:12]
 
 

@@ -7,8 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from memory.lru import LRU
+
 AGENTS_HELD = 4096
-"""Agents (and sessions' snapshots) whose reads are held (the oldest forgotten first)."""
+"""Agents (and sessions' snapshots) whose reads are held (the oldest forgotten first), and agents whose writes are
+counted (the least recently written forgotten first: forgetting one moves the epoch, so no read in flight is kept)."""
 READS = frozenset({"current", "versions", "version", "pending", "get", "list", "counts", "full", "snapshot", "facts",
                    "results", "task_calls"})
 """Methods of the keeper's stores that only read; any other call may write and drops what is held for its agent."""
@@ -27,9 +30,15 @@ class Held:
         self.held_s = held_s
         self._clock = clock
         self._values: dict[tuple[str, ...], tuple[float, Any]] = {}
-        self._generation: dict[str, int] = {}
+        self._generation: LRU[str, int] = LRU(AGENTS_HELD, evicted=self._forgotten)
+        """Writes per agent, bounded: a read compares its agent's count (and the epoch) before and after."""
         self._epoch = 0
         self._lock = threading.Lock()
+
+    def _forgotten(self, agent_id: str, generation: int) -> None:
+        """An agent's write count is dropped (under the lock): its next count restarts at 0 and could equal what a read
+        in flight saw, so the epoch moves and every read in flight now is not kept (read again next time)."""
+        self._epoch += 1
 
     def has(self, key: tuple[str, ...]) -> bool:
         with self._lock:
@@ -46,10 +55,10 @@ class Held:
         with self._lock:
             if self._fresh(key):
                 return self._values[key][1]
-            before = (self._epoch, self._generation.get(key[0], 0))
+            before = (self._epoch, self._generation.peek(key[0], 0))
         value = read()
         with self._lock:
-            if (self._epoch, self._generation.get(key[0], 0)) == before:
+            if (self._epoch, self._generation.peek(key[0], 0)) == before:
                 self._keep(key, value)
         return value
 
@@ -71,7 +80,7 @@ class Held:
                 self._values.clear()
                 self._epoch += 1
                 return
-            self._generation[agent_id] = self._generation.get(agent_id, 0) + 1
+            self._generation[agent_id] = self._generation.peek(agent_id, 0) + 1
             for key in [k for k in self._values if k[0] == agent_id]:
                 del self._values[key]
 

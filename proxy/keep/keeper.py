@@ -68,7 +68,7 @@ class Keeper:
         self.organizer = Organizer(self.db, workspaces or _shared_workspace, self.shelf, clock, redact)
         self.spawns = Spawns(clock)
         self.spawns.restore(self.sessions.task_calls(clock() - SPAWN_TTL_S, SPAWNS_KEPT))  # calls made before a restart
-        self.activity = Activity()
+        self.activity = Activity(forget_s=options.idle_seconds)  # ``compact_idle`` asks with nothing longer
         self.refiner = Refiner(summarizer, self.sessions, self.run, redact)
         self._run = run
         self._clock = clock

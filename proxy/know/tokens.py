@@ -7,7 +7,7 @@ import importlib.util
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
@@ -87,7 +87,7 @@ def _approximate(text: str) -> list[int]:
 
 
 @functools.cache
-def encoder(name: str) -> Callable[[str], list[int]]:
+def _encode_ordinary(name: str) -> Callable[[str], list[int]]:
     """The `encode_ordinary` of a tiktoken encoding, loaded offline once (a lazily filled, read-only
     cache: encodings are immutable and cost ≈0.3 s each); an approximation if loading fails."""
     try:
@@ -95,11 +95,26 @@ def encoder(name: str) -> Callable[[str], list[int]]:
 
         if name in _CACHE_FILES:
             _point_tiktoken_at_bundled_files(name)
-        found = tiktoken.get_encoding(name).encode_ordinary
+        return tiktoken.get_encoding(name).encode_ordinary
     except Exception as exc:  # noqa: BLE001 — fail open: a wrong count beats a failed request
         log.warning("tiktoken_load_failed", encoding=name, error=repr(exc))
-        found = _approximate
-    return _in_pieces(found)
+        return _approximate
+
+
+def encoder(name: str) -> Callable[[str], list[int]]:
+    """A text's tokens in that encoding (a long text encoded in pieces, ``PIECE_CHARS``)."""
+    return _in_pieces(_encode_ordinary(name))
+
+
+def counter(name: str) -> Callable[[str], int]:
+    """How many tokens a text is in that encoding, piece by piece: never a long text's whole list of tokens (a 24 MiB
+    tool output's was 175 MiB of Python ints, seven times the text, for a number)."""
+    encode = _encode_ordinary(name)
+
+    def count(text: str) -> int:
+        return sum(len(encode(piece)) for piece in _pieces(text))
+
+    return count
 
 
 PIECE_CHARS = 1 << 19
@@ -107,16 +122,24 @@ PIECE_CHARS = 1 << 19
 result (a 25 MB text stopped every thread, the loop's too, for 0.4 s); a cut may count ±1 token per piece."""
 
 
+def _pieces(text: str) -> Iterator[str]:
+    """The text itself when short, else pieces of whole lines of about ``PIECE_CHARS`` each."""
+    if len(text) <= PIECE_CHARS:
+        yield text
+        return
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + PIECE_CHARS)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
 def _in_pieces(encode: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
     def encode_long(text: str) -> list[int]:
-        if len(text) <= PIECE_CHARS:
-            return encode(text)
-        out, start = [], 0
-        while start < len(text):
-            end = text.find("\n", start + PIECE_CHARS)
-            end = len(text) if end < 0 else end + 1
-            out += encode(text[start:end])
-            start = end
+        out: list[int] = []
+        for piece in _pieces(text):
+            out += encode(piece)
         return out
 
     return encode_long
@@ -163,7 +186,7 @@ class TokenCounter:
 
     def count_text(self, model: str, text: str) -> int:
         """Tokens of a plain string, uncached."""
-        return len(encoder(encoding_name_for(model))(text))
+        return counter(encoding_name_for(model))(text)
 
     def text_counter(self, model: str) -> Callable[[str], int]:
         """A counter of plain strings for one model, remembering recent texts (strategies ask repeatedly).
@@ -175,14 +198,14 @@ class TokenCounter:
         return counter
 
     def _text_counter(self, name: str) -> Callable[[str], int]:
-        encode = encoder(name)
+        count_tokens = counter(name)
         cache = self._texts.setdefault(name, LRU(TEXTS_KEPT))  # first in, first out: read with peek
 
         def count(text: str) -> int:
             key = (hash(text), len(text))  # never the text itself: the cache must not hold conversations
             n: int | None = cache.peek(key)
             if n is None:
-                n = cache[key] = len(encode(text))
+                n = cache[key] = count_tokens(text)
             return n
 
         return count
@@ -229,7 +252,7 @@ class TokenCounter:
         key = blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest() + _TAGS[name]
         found: int | None = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = len(encoder(name)(data)) + TOKENS_PER_MESSAGE
+            found = self._cache[key] = counter(name)(data) + TOKENS_PER_MESSAGE
         self._recent_tools = [(tools, name, found), *self._recent_tools[:7]]
         return found
 

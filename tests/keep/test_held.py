@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memory.anchors.capture import definitions
-from proxy.keep.held import Held
+from proxy.keep.held import AGENTS_HELD, Held
 from proxy.keep.keeper import Keeper
 from proxy.keep.options import NotebookOptions
 
@@ -57,3 +57,25 @@ def test_a_read_is_held_for_held_s_at_most() -> None:
     assert not held.has(("a", "notebook"))
     held.get(("a", "notebook"), lambda: reads.append(1))
     assert len(reads) == 2
+
+
+def test_write_counts_are_bounded_and_forgetting_one_drops_reads_in_flight() -> None:
+    """Issue 27: a write counter per agent ever written was kept forever; past ``AGENTS_HELD`` the least recently
+    written is forgotten, and a read in flight meanwhile is not held (its agent's count could restart where it was)."""
+    held = Held()
+    for i in range(3 * AGENTS_HELD):
+        held.drop(f"agent-{i}")
+    assert len(held._generation) == AGENTS_HELD
+
+    held.drop("agent-0")  # agent-0 written once: its count is 1 when the read starts
+
+    def read() -> str:
+        held.drop("agent-0")  # written meanwhile (2), then forgotten behind AGENTS_HELD others, then written again (1)
+        for i in range(AGENTS_HELD):
+            held.drop(f"other-{i}")
+        held.drop("agent-0")
+        return "old"
+
+    assert held.get(("agent-0", "notebook"), read) == "old"
+    assert not held.has(("agent-0", "notebook"))
+    assert held.get(("agent-0", "notebook"), lambda: "new") == "new" and held.has(("agent-0", "notebook"))

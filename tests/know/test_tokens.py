@@ -190,3 +190,26 @@ def test_texts_counted_with_their_messages_count_like_tiktoken(cl100k: tiktoken.
     assert counter.text_counter("gpt-4") is count_text
     texts = [m["content"] for m in trace["messages"] if isinstance(m.get("content"), str)]
     assert texts and all(count_text(text) == len(cl100k.encode_ordinary(text)) for text in texts)
+
+
+def test_a_long_text_is_counted_without_holding_its_tokens() -> None:
+    """Issue 27: a long tool output's count built the whole list of its tokens (a 24 MiB text: 175 MiB of ints); the
+    count is now summed piece by piece, the same number as tiktoken's pieces give, its peak a piece's tokens."""
+    import tracemalloc
+
+    from proxy.know.tokens import PIECE_CHARS
+
+    line = "2026-11-27T04:00:00 error worker socket timeout retry queue commit build #{}\n"
+    text = "".join(line.format(i) for i in range(8 * 2**20 // len(line)))
+    counter = TokenCounter()
+    encode = encoder("o200k_base")
+    expected = len(encode(text))  # the whole list of tokens, held (as the count was made before)
+    assert len(text) > 8 * PIECE_CHARS
+    tracemalloc.start()
+    try:
+        n = counter.count_text("gpt-4o", text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert n == expected
+    assert peak < len(text)  # the whole list was about ten times the text; one piece's is a small part of it

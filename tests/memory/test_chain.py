@@ -150,3 +150,17 @@ def test_fingerprinter_keeps_hashes_not_the_messages() -> None:
         tracemalloc.stop()
     assert len(fingerprinter) == 8
     assert kept < 256 * 1024, f"the fingerprinter holds {kept} bytes of 16 MiB of requests"
+
+
+def test_a_huge_message_hashes_in_pieces_to_the_digest_of_the_whole() -> None:
+    """Issue 27: a huge tool output is hashed a piece at a time (no second copy of it); the digest is unchanged."""
+    from hashlib import blake2b
+
+    from memory.chain import DIGEST_SIZE, HASH_PIECE_CHARS, message_digest
+
+    for content in ("x" * (3 * HASH_PIECE_CHARS + 7), "é\ud800" * HASH_PIECE_CHARS):
+        whole = blake2b(digest_size=DIGEST_SIZE)
+        for tag, text in ((b"r", "tool"), (b"t", content), (b"i", "call_1")):
+            data = text.encode("utf-8", "surrogatepass")
+            whole.update(tag + len(data).to_bytes(8, "little") + data)
+        assert message_digest({"role": "tool", "content": content, "tool_call_id": "call_1"}) == whole.digest()

@@ -139,3 +139,14 @@ def test_remembered_replacements_equal_fresh_ones_on_every_trace() -> None:
                     assert replace_output(conv, call, remembering, "s", why, "how") == replace_output(conv, call, plain, "s", why, "how")
                     assert (replace_arguments(conv, call, remembering, "s", why, "how")
                             == replace_arguments(conv, call, plain, "s", why, "how"))
+
+
+def test_a_huge_original_hashes_in_pieces_to_the_id_of_the_whole() -> None:
+    """Issue 27: a huge original is hashed a piece at a time (no second copy of it); its id is unchanged."""
+    import hashlib
+
+    from strategies.placeholder import HASH_PIECE_CHARS, ref_id
+
+    for original in ("y" * (2 * HASH_PIECE_CHARS + 3), "é\ud800" * HASH_PIECE_CHARS):
+        whole = hashlib.sha256(f"call_1\x00content\x00{original}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        assert ref_id("call_1", "content", original) == "r" + whole
