@@ -69,7 +69,7 @@ def _prose(doc: str) -> str:
     text = " ".join(inspect.cleandoc(doc).split()).replace("``", "`")
     typed = _TYPED.match(text)
     if typed:
-        text = text[typed.end():]
+        text = text[typed.end() :]
         text = text[:1].upper() + text[1:]
         if typed.group("range"):
             text = f"In {typed.group('range')[4:]}: {text}"

@@ -11,8 +11,7 @@ from conversation.actions.classify import ToolAction
 
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
 _EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]|\b[Ee]xit code:? (-?\d+)|\"exit_code\":\s*(-?\d+)")
-_FIRST_LINE_ERROR = re.compile(r"^\s*(?:error\b|<tool_use_error>|<exception>|fatal:|Your proposed edit has introduced)",
-                               re.IGNORECASE)
+_FIRST_LINE_ERROR = re.compile(r"^\s*(?:error\b|<tool_use_error>|<exception>|fatal:|Your proposed edit has introduced)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,7 @@ def read(messages: list[dict[str, Any]]) -> tuple[tuple[str | None, ...], tuple[
         roles.append(value if isinstance(value, str) else None)
         texts.append(text)
         calls = tuple([_call_key(c) for c in tool_calls]) if isinstance(tool_calls, list) else None
-        keys.append((value, None if text is None else (hash(text), len(text)), get("tool_call_id"), get("is_error"),
-                     get("status"), calls))
+        keys.append((value, None if text is None else (hash(text), len(text)), get("tool_call_id"), get("is_error"), get("status"), calls))
     return tuple(roles), tuple(texts), tuple(keys)
 
 

@@ -14,9 +14,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
-WRAPPERS = ("system-reminder", "environment_context", "user_instructions", "session_context", "INSTRUCTIONS",
-            "user-prompt-submit-hook", "local-command-stdout", "local-command-stderr", "command-message",
-            "ide_opened_file", "ide_selection", "environment_details", "repo-map")
+WRAPPERS = (
+    "system-reminder",
+    "environment_context",
+    "user_instructions",
+    "session_context",
+    "INSTRUCTIONS",
+    "user-prompt-submit-hook",
+    "local-command-stdout",
+    "local-command-stderr",
+    "command-message",
+    "ide_opened_file",
+    "ide_selection",
+    "environment_details",
+    "repo-map",
+)
 """Tags whose whole element an agent adds around a request (its text is the agent's, not the person's)."""
 _WRAPPED = re.compile(r"<(" + "|".join(map(re.escape, WRAPPERS)) + r")\b[^>]*>.*?</\1>", re.S)
 _PREAMBLE_STARTS = re.compile(
@@ -33,7 +45,9 @@ _ACK_CHARS = 300
 _OBSERVATION = re.compile(
     r"^\s*(?:<returncode>|<output>|<exception>|<warning>|Observation:|OBSERVATION:|Tool result|\[Tool result"
     r"|Please always provide EXACTLY ONE action|The last command .{0,200}timed out|Your last command ran successfully"
-    r"|Format error|Your output was not formatted correctly|Old environment output|Exit code:)", re.S)
+    r"|Format error|Your output was not formatted correctly|Old environment output|Exit code:)",
+    re.S,
+)
 INSTRUCTION_CHARS = 4000
 """A later user message of a text-mode agent longer than this is taken for an observation, not a new instruction."""
 
@@ -44,8 +58,9 @@ def text_of(message: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")
-                         and isinstance(p.get("text"), str))
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -64,8 +79,7 @@ def request_text(message: Mapping[str, Any]) -> str:
 def has_results(message: Mapping[str, Any]) -> bool:
     """Whether a message carries tool results (Anthropic ``tool_result`` or Responses ``function_call_output`` parts)."""
     content = message.get("content")
-    return isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") in ("tool_result", "function_call_output")
-                                             for p in content)
+    return isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") in ("tool_result", "function_call_output") for p in content)
 
 
 def is_preamble(message: Mapping[str, Any]) -> bool:
@@ -75,8 +89,7 @@ def is_preamble(message: Mapping[str, Any]) -> bool:
 
 def is_acknowledgement(message: Mapping[str, Any]) -> bool:
     """An assistant message answering a preamble with a few words and no call ("Got it. Thanks for the context!")."""
-    return (message.get("role") == "assistant" and not message.get("tool_calls")
-            and len(text_of(message).strip()) <= _ACK_CHARS)
+    return message.get("role") == "assistant" and not message.get("tool_calls") and len(text_of(message).strip()) <= _ACK_CHARS
 
 
 def is_observation(message: Mapping[str, Any]) -> bool:

@@ -75,9 +75,7 @@ def text_parts(content: Any) -> tuple[list[str], list[Any]]:
     others: list[Any] = []
     if isinstance(content, list):
         for part in content:
-            if isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PART_TYPES and isinstance(
-                part.get("text"), str
-            ):
+            if isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
                 if part["text"]:
                     texts.append(part["text"])
             elif isinstance(part, str):
@@ -136,7 +134,7 @@ def message_digest(message: Mapping[str, Any]) -> bytes:
         if len(text) > HASH_PIECE_CHARS and text.isascii():  # a huge tool output: never a second whole copy of it
             h.update(tag + len(text).to_bytes(8, "little"))
             for start in range(0, len(text), HASH_PIECE_CHARS):
-                h.update(text[start: start + HASH_PIECE_CHARS].encode("ascii"))
+                h.update(text[start : start + HASH_PIECE_CHARS].encode("ascii"))
             continue
         data = text.encode("utf-8", "surrogatepass")
         h.update(tag + len(data).to_bytes(8, "little"))

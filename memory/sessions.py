@@ -103,10 +103,22 @@ class SessionRegistry(WriteThrough):
         return agent
 
     def record(
-        self, agent_id: str, session_id: str, *, prompt_tokens: int | None = None, upstream_prompt_tokens: int | None = None,
-        cached_tokens: int | None = None, tier: str | None = None, window: int | None = None, num_ctx: int | None = None,
-        calibration: float | None = None, decisions: Mapping[str, Any] | None = None, batch_retry_at: int | None = None,
-        clear_batch_retry: bool = False, report: Mapping[str, Any] | None = None, reports_max: int = 100,
+        self,
+        agent_id: str,
+        session_id: str,
+        *,
+        prompt_tokens: int | None = None,
+        upstream_prompt_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        tier: str | None = None,
+        window: int | None = None,
+        num_ctx: int | None = None,
+        calibration: float | None = None,
+        decisions: Mapping[str, Any] | None = None,
+        batch_retry_at: int | None = None,
+        clear_batch_retry: bool = False,
+        report: Mapping[str, Any] | None = None,
+        reports_max: int = 100,
         refs: Mapping[str, str] | None = None,
     ) -> Session | None:
         """Store facts learned about a session's latest request (None leaves a fact unchanged);
@@ -204,8 +216,11 @@ class SessionRegistry(WriteThrough):
         `agent/…`, when session_id is None): in memory, unsaved, and in the store (where what is removed is
         overwritten). Returns rows removed by kind; all zero when there was nothing."""
         self.flush()  # what is unsaved is written first, so the store's count is the whole count
-        keys = [k for k in self._lru if (k[1] == session_id and k[0] == agent_id)
-                or (session_id is None and (k[0] == agent_id or k[0].startswith(agent_id + "/")))]
+        keys = [
+            k
+            for k in self._lru
+            if (k[1] == session_id and k[0] == agent_id) or (session_id is None and (k[0] == agent_id or k[0].startswith(agent_id + "/")))
+        ]
         removed = {"sessions": 0, "decisions": 0, "refs": 0, "reports": 0}
         for key in keys:
             session = self._agents[key[0]].sessions[key[1]]
@@ -242,8 +257,17 @@ class SessionRegistry(WriteThrough):
             log.info("sessions_expired", count=len(removed))
         return len(removed)
 
-    def _find(self, agent_id: str, index: dict[str, str], unsaved: Mapping[tuple[str, str], str | None],
-              links: Sequence[str], low: int, *, tips: bool, stored: bool) -> tuple[int, Session] | None:
+    def _find(
+        self,
+        agent_id: str,
+        index: dict[str, str],
+        unsaved: Mapping[tuple[str, str], str | None],
+        links: Sequence[str],
+        low: int,
+        *,
+        tips: bool,
+        stored: bool,
+    ) -> tuple[int, Session] | None:
         agent = self._agents.get(agent_id)  # gone when its last session expired meanwhile
         store = None if agent is not None and agent.whole else self.store  # a whole index: the store knows nothing more
         lookup = None if store is None else (store.find_tips if tips else store.find_links) if stored else needs_store

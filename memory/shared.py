@@ -52,8 +52,9 @@ class SharedRegistry(SessionRegistry):
         found = self._find(agent_id, {}, self._unsaved.tips, chain.links, 0, tips=True, stored=True)
         return found[1].session_id if found is not None else None
 
-    def resolve(self, agent_id: str, chain: MessageChain, session_id: str | None = None, *, stored: bool = True,
-                locked: str | None = None) -> Resolution:
+    def resolve(
+        self, agent_id: str, chain: MessageChain, session_id: str | None = None, *, stored: bool = True, locked: str | None = None
+    ) -> Resolution:
         """`SessionRegistry.resolve`, in the store's terms; ``locked``: the session whose lock the caller holds."""
         if not stored:
             raise NeedsStore(agent_id)  # every request asks the store: never resolved on the event loop
@@ -67,8 +68,17 @@ class SharedRegistry(SessionRegistry):
         agent = self._agents[agent_id] = AgentSessions(whole=False)  # other processes add sessions any time
         return agent
 
-    def _find(self, agent_id: str, index: dict[str, str], unsaved: Mapping[tuple[str, str], str | None],
-              links: Sequence[str], low: int, *, tips: bool, stored: bool) -> tuple[int, Session] | None:
+    def _find(
+        self,
+        agent_id: str,
+        index: dict[str, str],
+        unsaved: Mapping[tuple[str, str], str | None],
+        links: Sequence[str],
+        low: int,
+        *,
+        tips: bool,
+        stored: bool,
+    ) -> tuple[int, Session] | None:
         assert self.store is not None
         lookup = self.store.find_tips if tips else self.store.find_links
         return find_session(agent_id, links, low, {}, unsaved, lookup, lambda sid: self._live(agent_id, sid, stored))

@@ -10,6 +10,7 @@ from memory.store.base import ChainUpdate, Changes, SessionRecord
 if TYPE_CHECKING:
     from memory.session import Session
 
+
 def record_of(session: Session) -> SessionRecord:
     """A session's own facts, as the store keeps them, at its next version (the one this write makes)."""
     record = session.row()
@@ -132,6 +133,7 @@ class Unsaved:
 
     def forget(self, agent_id: str, session_id: str | None) -> None:
         """Drop every change of one session of an agent (all of them when session_id is None)."""
+
         def gone(agent: str, session: str | None) -> bool:
             return agent == agent_id and (session_id is None or session == session_id)
 

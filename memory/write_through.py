@@ -28,10 +28,18 @@ class WriteThrough:
     _lru: LRU[tuple[str, str], None]
 
     if TYPE_CHECKING:
+
         def get(self, agent_id: str, session_id: str, *, stored: bool = True) -> Session | None: ...
 
-    def decide(self, agent_id: str, session_id: str, decisions: Mapping[str, Any], refs: Mapping[str, str],
-               batch_retry_at: int | None = None, clear_batch_retry: bool = False) -> bool:
+    def decide(
+        self,
+        agent_id: str,
+        session_id: str,
+        decisions: Mapping[str, Any],
+        refs: Mapping[str, str],
+        batch_retry_at: int | None = None,
+        clear_batch_retry: bool = False,
+    ) -> bool:
         """Add a request's decisions to its session's and make them durable (with everything unsaved) before
         the request is forwarded. If the write fails they are taken back, in memory and from the unsaved
         changes, and False says: forward the client's own bytes (the rest is retried by the next flush)."""
@@ -54,8 +62,14 @@ class WriteThrough:
         self._unsaved.take_back(key, [link for link in decisions if link not in pending], refs)
         return False
 
-    def writes_now(self, session: Session, decisions: Mapping[str, Any], refs: Mapping[str, str], batch_retry_at: int | None = None,
-                   clear_batch_retry: bool = False) -> bool:
+    def writes_now(
+        self,
+        session: Session,
+        decisions: Mapping[str, Any],
+        refs: Mapping[str, str],
+        batch_retry_at: int | None = None,
+        clear_batch_retry: bool = False,
+    ) -> bool:
         """Whether `decide` with these (or `settle`, with none) writes to the store before it returns."""
         retry = batch_retry_at if batch_retry_at is not None or clear_batch_retry else session.batch_retry_at
         durable = decisions or refs or retry != session.batch_retry_at or self._unsaved.durable_pending()

@@ -29,11 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-kind", choices=("openai", "ollama", "anthropic"), help="wire format of --upstream (guessed when omitted)")
     serve.add_argument("--host", metavar="H", help="interface to listen on (also RUYI_HOST)")
     serve.add_argument("--port", metavar="P", type=int, help="port to listen on (also RUYI_PORT)")
-    serve.add_argument("--workers", metavar="N", type=int,
-                       help="processes serving the port side by side (SO_REUSEPORT), sharing the store: SQLite or PostgreSQL, "
-                       "not store.backend memory (default 1; server.workers)")
+    serve.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        help="processes serving the port side by side (SO_REUSEPORT), sharing the store: SQLite or PostgreSQL, "
+        "not store.backend memory (default 1; server.workers)",
+    )
     rep = sub.add_parser(
-        "replay", help="replay a recorded conversation offline through Ruyi's pipeline",
+        "replay",
+        help="replay a recorded conversation offline through Ruyi's pipeline",
         description="Replay a trace (OpenAI chat JSON: {model, messages, tools}) as the requests its agent made, "
         "through the same pipeline and session state, with no upstream. Prints per-request tokens, cache hits, "
         "estimated cost with prompt caching, needles kept and orphans. Use it to tune a config.",
@@ -42,16 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     rep.add_argument("--window", metavar="N", type=int, help="context window in tokens (default: the model's)")
     rep.add_argument("--model", metavar="NAME", help="model to count tokens for (default: the trace's)")
-    rep.add_argument("--cache-read-price", metavar="R", type=float, help="price of a cached token relative to an uncached one (default: pruning.cache_read_ratio, 0.1)")
+    rep.add_argument(
+        "--cache-read-price",
+        metavar="R",
+        type=float,
+        help="price of a cached token relative to an uncached one (default: pruning.cache_read_ratio, 0.1)",
+    )
     rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    rep.add_argument("--agent", metavar="NAME", help="lay requests out with this agent's notebook and anchors (read from the store "
-                     "under store.data_dir), its workspace and cards (default: no memory; rules and cards from the config)")
+    rep.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="lay requests out with this agent's notebook and anchors (read from the store "
+        "under store.data_dir), its workspace and cards (default: no memory; rules and cards from the config)",
+    )
     cfg = sub.add_parser("config", help="inspect configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION")
     check = cfg_sub.add_parser("check", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
     reference = cfg_sub.add_parser(
-        "reference", help="print the configuration reference (docs/configuration.md), generated from the schema's field docs",
+        "reference",
+        help="print the configuration reference (docs/configuration.md), generated from the schema's field docs",
         description="Print every configuration key with its type, default and what it does, as committed in "
         "docs/configuration.md (generated from the docstrings of config/schema.py and each part's Options).",
     )
@@ -59,13 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     store = sub.add_parser("store", help="maintain the store (sessions, decisions, refs under store.data_dir)")
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION")
     vacuum = store_sub.add_parser(
-        "vacuum", help="remove sessions and refs unseen for sessions.ttl_days and give the space back",
+        "vacuum",
+        help="remove sessions and refs unseen for sessions.ttl_days and give the space back",
         description="Remove sessions (with their decisions, refs, reports and audit records) unseen for sessions.ttl_days, "
         "then give the freed space back. Safe while Ruyi runs; Ruyi also does this every store.sweep_interval_hours.",
     )
     vacuum.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
     forget = store_sub.add_parser(
-        "forget", help="remove everything stored for an agent, or for one of its sessions",
+        "forget",
+        help="remove everything stored for an agent, or for one of its sessions",
         description="Remove everything stored for an agent (its sessions and its sub-agents', agent/...) or for one of "
         "its sessions: chain index, decisions, refs (original tool outputs), reports, audit records; deleted content "
         "is overwritten and the write-ahead log emptied. Prints what was removed. A running Ruyi keeps what it holds "
@@ -151,9 +168,12 @@ def _serve(args: argparse.Namespace) -> int:
     }
     config = load_config(args.config, os.environ, overrides)
     if config.server.workers > 1 and config.store.backend == "memory":
-        raise ConfigError("--workers" if args.workers else "server.workers", "server.workers",
-                          f"{config.server.workers} workers need a store every process opens (store.backend sqlite or postgres); "
-                          "with memory each would keep its own sessions and decide differently")
+        raise ConfigError(
+            "--workers" if args.workers else "server.workers",
+            "server.workers",
+            f"{config.server.workers} workers need a store every process opens (store.backend sqlite or postgres); "
+            "with memory each would keep its own sessions and decide differently",
+        )
     return serve(config, ignored_variables(os.environ))
 
 

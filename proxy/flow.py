@@ -83,12 +83,16 @@ def ended_status(ctx: RequestContext, deadline_passed: bool) -> int:
 def fresh_conversation(body: dict[str, Any], headers: Any) -> bool:
     """A request that starts a conversation (no session named, no assistant message yet): how a sub-agent begins."""
     messages = body.get("messages")
-    return ("X-Ruyi-Session" not in headers and isinstance(messages, list)
-            and not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages))
+    return (
+        "X-Ruyi-Session" not in headers
+        and isinstance(messages, list)
+        and not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages)
+    )
 
 
-async def forward(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
-                  forwarded: bytes) -> web.StreamResponse:
+async def forward(
+    request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext, forwarded: bytes
+) -> web.StreamResponse:
     """Send the bytes upstream and relay the answer; after a prompt overflow, one harder batch and one retry."""
     app = request.app
     assert ctx.route is not None

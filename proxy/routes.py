@@ -55,16 +55,28 @@ def route_of(body: dict[str, Any], config: Config) -> tuple[str, Route]:
     """The body's model and the route that serves it; 400 without a model."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise ProxyError(400, "missing_model", "the request body needs a \"model\" string")
+        raise ProxyError(400, "missing_model", 'the request body needs a "model" string')
     return model, config.route_for(model)
 
 
-DIALECTS = {"openai": "OpenAI chat (/v1/chat/completions)", "ollama": "Ollama (/api/chat, /api/generate)",
-            "anthropic": "Anthropic Messages (/v1/messages)", "responses": "OpenAI Responses (/v1/responses)"}
+DIALECTS = {
+    "openai": "OpenAI chat (/v1/chat/completions)",
+    "ollama": "Ollama (/api/chat, /api/generate)",
+    "anthropic": "Anthropic Messages (/v1/messages)",
+    "responses": "OpenAI Responses (/v1/responses)",
+}
 SERVED_BY = {"openai": ("openai", "ollama"), "ollama": ("ollama",), "anthropic": ("anthropic",), "responses": ("openai",)}
 """Which upstream kinds speak a client dialect natively (Ollama serves OpenAI chat on its /v1 too)."""
-TRANSLATED = frozenset({("anthropic", "openai"), ("anthropic", "ollama"), ("openai", "anthropic"), ("ollama", "anthropic"),
-                        ("ollama", "openai"), ("responses", "ollama")})
+TRANSLATED = frozenset(
+    {
+        ("anthropic", "openai"),
+        ("anthropic", "ollama"),
+        ("openai", "anthropic"),
+        ("ollama", "anthropic"),
+        ("ollama", "openai"),
+        ("responses", "ollama"),
+    }
+)
 """(client dialect, upstream kind) pairs litellm translates when the route says ``translate: true``."""
 
 
@@ -78,7 +90,13 @@ def check_kind(route: Route, wire: str, model: str) -> bool:
     if (wire, route.kind) in TRANSLATED and route.translate:
         return True
     name = "the default route" if route.model == "*" else f"the route for {route.model!r}"
-    fix = ("set translate: true on it, or send it as " + DIALECTS[route.kind]) if (wire, route.kind) in TRANSLATED else \
-        f"send it as {DIALECTS[route.kind]}"
-    raise ProxyError(400, "route_kind_mismatch", f"model {model!r} is routed to {name} (kind {route.kind}), which speaks "
-                     f"{DIALECTS[route.kind]}; this request speaks {DIALECTS[wire]}: {fix}")
+    fix = (
+        ("set translate: true on it, or send it as " + DIALECTS[route.kind])
+        if (wire, route.kind) in TRANSLATED
+        else f"send it as {DIALECTS[route.kind]}"
+    )
+    raise ProxyError(
+        400,
+        "route_kind_mismatch",
+        f"model {model!r} is routed to {name} (kind {route.kind}), which speaks {DIALECTS[route.kind]}; this request speaks {DIALECTS[wire]}: {fix}",
+    )

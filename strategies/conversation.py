@@ -70,21 +70,37 @@ def analyze(messages: list[dict[str, Any]], ctx: StrategyContext, known: Prefix 
     observations = ctx.protection.observations_in_user_messages
     found = _calls(messages, roles, texts, turn_of, state, observations, ctx.memo, start, calls, frontiers)
     if ctx.protection.anchor_protection:
-        anchored.update(i for i in range(start, len(messages))
-                        if isinstance(messages[i], dict) and cites_anchor(texts[i], messages[i], ctx.memo))
+        anchored.update(i for i in range(start, len(messages)) if isinstance(messages[i], dict) and cites_anchor(texts[i], messages[i], ctx.memo))
     conversation = Conversation(messages, roles, texts, tuple(turn_of), turn + 1, found, anchored=frozenset(anchored))
     always.update(always_protected(conversation, ctx.protection, start))
     kept = (known.calls[:count] if known is not None else ()) + tuple(with_arguments(c, "") for c in found[count:])
-    prefix = Prefix(keys, conversation.turn_of, kept, tuple(frontiers), frozenset(always),
-                    conversation.anchored or frozenset(), ctx.tools, ctx.protection,
-                    inherited=(known.notes, count) if known is not None and start else None)
+    prefix = Prefix(
+        keys,
+        conversation.turn_of,
+        kept,
+        tuple(frontiers),
+        frozenset(always),
+        conversation.anchored or frozenset(),
+        ctx.tools,
+        ctx.protection,
+        inherited=(known.notes, count) if known is not None and start else None,
+    )
     conversation = replace(conversation, always=(ctx.protection, prefix.always), prefix=prefix)
     return replace(conversation, protected=protected_indices(conversation, ctx.protected_turns, ctx.protection))
 
 
-def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts: tuple[str | None, ...],
-           turn_of: list[int], state: ClassifyState, observations: bool, memo: MutableMapping[Any, Any] | None,
-           start: int, calls: list[Call], frontiers: list[Frontier]) -> tuple[Call, ...]:
+def _calls(
+    messages: list[dict[str, Any]],
+    roles: tuple[str | None, ...],
+    texts: tuple[str | None, ...],
+    turn_of: list[int],
+    state: ClassifyState,
+    observations: bool,
+    memo: MutableMapping[Any, Any] | None,
+    start: int,
+    calls: list[Call],
+    frontiers: list[Frontier],
+) -> tuple[Call, ...]:
     """The calls of messages[start:] added to calls (those before start); each frontier found added to frontiers."""
     results: dict[str, list[int]] = {}
     for index in range(start, len(roles)):
@@ -108,31 +124,61 @@ def _calls(messages: list[dict[str, Any]], roles: tuple[str | None, ...], texts:
                 reach = max(reach, never if result is None else result)
                 function = tool_call.get("function") or {}
                 arguments = function.get("arguments")
-                calls.append(_call(len(calls), index, call_id, str(function.get("name") or ""),
-                                   arguments if isinstance(arguments, str) else "", result, tool_call, messages,
-                                   texts, turn_of, state, memo))
+                calls.append(
+                    _call(
+                        len(calls),
+                        index,
+                        call_id,
+                        str(function.get("name") or ""),
+                        arguments if isinstance(arguments, str) else "",
+                        result,
+                        tool_call,
+                        messages,
+                        texts,
+                        turn_of,
+                        state,
+                        memo,
+                    )
+                )
         elif observations:
             reach = max(reach, index + 1)
             if index + 1 < len(messages) and roles[index + 1] == "user":
                 fence = _FENCE.search(texts[index] or "")
                 if fence and _OBSERVATION.match(texts[index + 1] or ""):
                     tool_call = {"function": {"name": "bash", "arguments": {"command": fence.group(1).strip()}}}
-                    calls.append(_call(len(calls), index, None, "bash", "", index + 1, tool_call, messages, texts,
-                                       turn_of, state))
+                    calls.append(_call(len(calls), index, None, "bash", "", index + 1, tool_call, messages, texts, turn_of, state))
     if reach < len(messages) and (not frontiers or frontiers[-1][0] < len(messages)):
         frontiers.append((len(messages), len(calls), state.cwd, state.open_file, tuple(state.script_writes.items())))
     return tuple(calls)
 
 
-def _call(position: int, index: int, call_id: str | None, name: str, arguments: str, result: int | None,
-          tool_call: Mapping[str, Any], messages: list[dict[str, Any]], texts: tuple[str | None, ...],
-          turn_of: list[int], state: ClassifyState, memo: MutableMapping[Any, Any] | None = None) -> Call:
+def _call(
+    position: int,
+    index: int,
+    call_id: str | None,
+    name: str,
+    arguments: str,
+    result: int | None,
+    tool_call: Mapping[str, Any],
+    messages: list[dict[str, Any]],
+    texts: tuple[str | None, ...],
+    turn_of: list[int],
+    state: ClassifyState,
+    memo: MutableMapping[Any, Any] | None = None,
+) -> Call:
     output = texts[result] if result is not None else None
     key = None
     if memo is not None and call_id is not None:
-        key = (call_id, name, text_key(arguments), text_key(output) if output is not None else None,
-               result is not None and messages[result].get("is_error"), state.cwd, state.open_file,
-               tuple(state.script_writes.items()))
+        key = (
+            call_id,
+            name,
+            text_key(arguments),
+            text_key(output) if output is not None else None,
+            result is not None and messages[result].get("is_error"),
+            state.cwd,
+            state.open_file,
+            tuple(state.script_writes.items()),
+        )
         known = memo.get(key)
         if known is not None:
             action, is_error, state.cwd, state.open_file, writes = known

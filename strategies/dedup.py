@@ -140,8 +140,16 @@ class Dedup:
         final, found = notes[self.name, self.options]
         return found, min(final, reused)
 
-    def _later(self, older: Call, by_key: dict[str, list[Call]], reads_by_path: dict[str, list[Call]],
-               rank: dict[tuple[bool, int], int], writes: WriteLog, conversation: Conversation, since: int = 0) -> Call | None:
+    def _later(
+        self,
+        older: Call,
+        by_key: dict[str, list[Call]],
+        reads_by_path: dict[str, list[Call]],
+        rank: dict[tuple[bool, int], int],
+        writes: WriteLog,
+        conversation: Conversation,
+        since: int = 0,
+    ) -> Call | None:
         """The earliest later call that makes older redundant: it never changes as the conversation grows.
         The groups hold the candidates (at least those from position since on: the earlier ones are known not to)."""
         kind = older.action.kind
@@ -169,8 +177,7 @@ class Dedup:
         kind = older.action.kind
         if kind == "read":
             same = later.action.key == older.action.key
-            return ("the same lines were read again later" if same else "a later read shows these lines"), \
-                "run it again if you need it"
+            return ("the same lines were read again later" if same else "a later read shows these lines"), "run it again if you need it"
         if kind in {"search", "list"}:
             return f"the same {kind} ran again later, no file changed in between", "run it again if you need it"
         return "a later identical call returned the same output", "see the later output"

@@ -43,8 +43,9 @@ class Discard:
             output = conversation.output(call)
             if not output or ctx.count_tokens(output) < self.options.min_tokens:
                 continue
-            replacement = replace_output(conversation, call, ctx, self.name,
-                                         "the context was nearly full, so the oldest outputs were cleared", _how(call))
+            replacement = replace_output(
+                conversation, call, ctx, self.name, "the context was nearly full, so the oldest outputs were cleared", _how(call)
+            )
             if replacement is not None:
                 proposals.append(replacement)
         return proposals

@@ -30,14 +30,25 @@ def cuttable_text(message: Any) -> str | None:
     content = message.get("content")
     if isinstance(content, str):
         return content or None
-    if isinstance(content, list) and content and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-                                                     for p in content):
+    if (
+        isinstance(content, list)
+        and content
+        and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content)
+    ):
         return "\n".join(p["text"] for p in content) or None
     return None
 
 
-def fit(messages: Sequence[dict[str, Any]], head: int, over_by: int, usable: int, count_text: Callable[[str], int],
-        window: int, recall_tool: str | None = None, over_window: int | None = None) -> list[Replacement]:
+def fit(
+    messages: Sequence[dict[str, Any]],
+    head: int,
+    over_by: int,
+    usable: int,
+    count_text: Callable[[str], int],
+    window: int,
+    recall_tool: str | None = None,
+    over_window: int | None = None,
+) -> list[Replacement]:
     """Replacements that cut the biggest texts after ``head`` until ``over_by`` tokens are saved, or nothing is left to
     cut; ``usable``: the window less the answer's reserve (the caps' base), ``window``: what the marker names.
 
@@ -72,13 +83,13 @@ def fit(messages: Sequence[dict[str, Any]], head: int, over_by: int, usable: int
     return sorted(cut.values(), key=lambda r: r.index)
 
 
-def _cut(index: int, identity: str, text: str, tokens: int, cap: int, count_text: Callable[[str], int], window: int,
-         recall_tool: str | None) -> Replacement | None:
+def _cut(
+    index: int, identity: str, text: str, tokens: int, cap: int, count_text: Callable[[str], int], window: int, recall_tool: str | None
+) -> Replacement | None:
     """The text cut in its middle to about ``cap`` tokens, with a first line that says so and where the whole is."""
     ref = ref_id(identity, CONTENT, text)
     shown = redact(text)  # what is kept is Ruyi's text: redacted whole before it is clipped
-    header = (f"[ruyi: cut from {tokens:,} tokens to fit the {window:,}-token window (kept its start and end); "
-              f"{kept_as(ref, recall_tool)}]")
+    header = f"[ruyi: cut from {tokens:,} tokens to fit the {window:,}-token window (kept its start and end); {kept_as(ref, recall_tool)}]"
     budget = cap - count_text(header) - 8
     if budget <= 0:
         return None

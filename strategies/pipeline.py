@@ -63,8 +63,9 @@ class PipelineOptions:
             raise OptionError(f"enabled: unknown strategy {unknown[0]!r} (known: {', '.join(sorted(known))})")
 
 
-def propose_all(messages: list[dict[str, Any]], ctx: StrategyContext, options: PipelineOptions | None = None,
-                failures: Counter[str] | None = None) -> list[Replacement]:
+def propose_all(
+    messages: list[dict[str, Any]], ctx: StrategyContext, options: PipelineOptions | None = None, failures: Counter[str] | None = None
+) -> list[Replacement]:
     """Every strategy's proposals, in order; at most one per (index, target), earlier strategies first.
 
     A strategy that raises is skipped, logged (strategy_failed) and counted in failures; the

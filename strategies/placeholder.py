@@ -33,7 +33,7 @@ def ref_id(identity: str, target: str, original: str) -> str:
     """A short stable id of an original: a hash of its text and where it sits (tool_call_id, target)."""
     digest = hashlib.sha256(f"{identity}\x00{target}\x00".encode("utf-8", "surrogatepass"))
     for start in range(0, len(original), HASH_PIECE_CHARS):  # never a second whole copy of a huge original
-        digest.update(original[start: start + HASH_PIECE_CHARS].encode("utf-8", "surrogatepass"))
+        digest.update(original[start : start + HASH_PIECE_CHARS].encode("utf-8", "surrogatepass"))
     return "r" + digest.hexdigest()[:12]
 
 
@@ -45,8 +45,7 @@ def kept_as(ref: str, tool: str | None = None) -> str:
     return f"original kept for a person or tool as ref {ref}"
 
 
-def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None,
-                tool: str | None = None) -> str:
+def placeholder(what: str, label: str, tokens: int, why: str, how: str, ref: str, first_line: str | None = None, tool: str | None = None) -> str:
     """`[ruyi: older output of `cmd` (1,240 tokens) replaced: why; how; original kept for a person or tool as
     ref r…]`, nothing session-dependent; ``how`` is what the model can do to get the content back.
 
@@ -88,8 +87,15 @@ def remembered(ctx: StrategyContext, key: tuple[Any, ...], build: Callable[[], B
     return found if isinstance(found, tuple) else None
 
 
-def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
-                   how: str = "run it again if you need it", what: str = "older output") -> Replacement | None:
+def replace_output(
+    conversation: Conversation,
+    call: Call,
+    ctx: StrategyContext,
+    strategy: str,
+    why: str,
+    how: str = "run it again if you need it",
+    what: str = "older output",
+) -> Replacement | None:
     """The whole result of call replaced by a placeholder, if that saves at least ctx.min_saving_tokens."""
     if call.result is None or call.result in conversation.protected:
         return None
@@ -114,15 +120,15 @@ def replace_output(conversation: Conversation, call: Call, ctx: StrategyContext,
     return Replacement(call.result, CONTENT, text, original, before, after, ref, strategy, why)
 
 
-def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str,
-                      how: str) -> Replacement | None:
+def replace_arguments(conversation: Conversation, call: Call, ctx: StrategyContext, strategy: str, why: str, how: str) -> Replacement | None:
     """The call's long argument values replaced by placeholder strings; every key kept, JSON stays valid."""
     if call.call_id is None or call.index in conversation.protected or not call.arguments:
         return None
     call_id, arguments, label = call.call_id, call.arguments, call.action.label
     target = ARGS_PREFIX + call_id
-    built = remembered(ctx, ("arguments", call_id, text_key(arguments), label, why, how),
-                        lambda: _arguments_placeholder(arguments, target, label, ctx, why, how))
+    built = remembered(
+        ctx, ("arguments", call_id, text_key(arguments), label, why, how), lambda: _arguments_placeholder(arguments, target, label, ctx, why, how)
+    )
     if built is None:
         return None
     text, before, after, ref = built

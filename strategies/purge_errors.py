@@ -70,8 +70,7 @@ class PurgeErrors:
                 continue
             wrote = call.action.kind in {"write", "edit"} and call.action.path
             how = "read the file if you need what it wrote" if wrote else "write it again if you retry"
-            proposals.append(replace_arguments(
-                conversation, call, ctx, self.name, "the call failed; its error is kept in the result", how))
+            proposals.append(replace_arguments(conversation, call, ctx, self.name, "the call failed; its error is kept in the result", how))
             if self.options.purge_outputs:
                 proposals.append(self._cut_output(conversation, call, ctx))
         return [p for p in proposals if p is not None]
@@ -91,8 +90,9 @@ class PurgeErrors:
             if before < 2 * ctx.min_saving_tokens:
                 return None
             ref = ref_id(identity, CONTENT, original)
-            head = placeholder("failed output", label, before, why, "run it again for the whole output", ref,
-                               first_line(original, label), ctx.recall_tool)
+            head = placeholder(
+                "failed output", label, before, why, "run it again for the whole output", ref, first_line(original, label), ctx.recall_tool
+            )
             text = "\n".join([head, *error_lines(original, keep)])
             after = ctx.count_tokens(text)
             return (text, before, after, ref) if before - after >= ctx.min_saving_tokens else None

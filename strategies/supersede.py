@@ -52,11 +52,20 @@ class Supersede:
             if not action.path:
                 continue
             if self.options.writes and action.kind in {"write", "edit"} and last_read.get(action.path, -1) > call.position:
-                proposals.append(replace_arguments(conversation, call, ctx, self.name, "the file was read again later",
-                                                   "read it if you need its content"))
+                proposals.append(
+                    replace_arguments(conversation, call, ctx, self.name, "the file was read again later", "read it if you need its content")
+                )
             stale = not call.is_error and last_edit.get(action.path, -1) > call.position
             if self.options.stale_reads and (action.kind == "read" or action.shows_file) and stale:
-                proposals.append(replace_output(conversation, call, ctx, self.name,
-                                                "the file was changed later, so this view is stale",
-                                                "read it again if you need it", what="older view"))
+                proposals.append(
+                    replace_output(
+                        conversation,
+                        call,
+                        ctx,
+                        self.name,
+                        "the file was changed later, so this view is stale",
+                        "read it again if you need it",
+                        what="older view",
+                    )
+                )
         return [p for p in proposals if p is not None]

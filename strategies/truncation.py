@@ -22,8 +22,11 @@ USABLE_SHARE = 0.3
 about 630, at 8k about 1,800; from 16k up the configured cap (4,000) is the smaller."""
 _HEADER_RESERVE = 90
 _MARKER_COST = 10
-_HIGH = re.compile(r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
-                   r"panic:|fatal:|^[ \t]*File \".*\", line \d+|<returncode>|<exception>", re.MULTILINE)
+_HIGH = re.compile(
+    r"Traceback|\bError\b|Error:|Exception\b|\bFAILED\b|\bFAIL:|\bERROR\b|\berror:|AssertionError|"
+    r"panic:|fatal:|^[ \t]*File \".*\", line \d+|<returncode>|<exception>",
+    re.MULTILINE,
+)
 _MEDIUM = re.compile(r"warning\b|\bWARN", re.IGNORECASE)
 _NOT_A_PATH = re.compile(r"^\s*(?:<|\[|\(|$)")
 
@@ -169,9 +172,11 @@ class Truncation:
         for _ in range(4):
             kept, omitted = self._select(lines, levels, tokens / max(1, len(text)), body_budget)
             omitted += dropped
-            header = (f"[ruyi: output of `{label}` truncated from {tokens:,} tokens, {omitted:,} lines "
-                      f"omitted (kept head, tail, errors and matches); run a narrower command "
-                      f"(grep -n, sed -n 'a,bp') for the rest; {kept_as(ref, ctx.recall_tool)}]")
+            header = (
+                f"[ruyi: output of `{label}` truncated from {tokens:,} tokens, {omitted:,} lines "
+                f"omitted (kept head, tail, errors and matches); run a narrower command "
+                f"(grep -n, sed -n 'a,bp') for the rest; {kept_as(ref, ctx.recall_tool)}]"
+            )
             new_text = "\n".join([header, *kept])
             after = ctx.count_tokens(new_text)
             if after <= budget or body_budget <= _MIN_BUDGET // 4:

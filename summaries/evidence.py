@@ -20,16 +20,24 @@ _DOTTED = re.compile(r"\w\.\w")
 _DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]\s*)?(?:async\s+def|def|class|function|func|fn|interface|struct|type)\s+\w")
 _ERROR = re.compile(r"(?:Error|Exception|Traceback|FAILED|FAIL:|ERROR|[Aa]ssert|panic:|fatal:)")
 _LOCATED = re.compile(r"(?:[\w./-]+\.\w+:\d+|File \"[^\"]+\", line \d+|^\s*\d+[:-])")
-_NUMBERS = re.compile(r"(?:\bline[s]?\s+(\d+)(?:\s*(?:-|–|to)\s*(\d+))?|(?<![\w.])(\d+),(\d+)[pdsic]\b|(?<![\w.])(\d+)[sdi]/|"
-                      r"\"(?:insert_line|view_range|line|start_line|end_line)\":\s*\[?(\d+)(?:,\s*(\d+))?)")
+_NUMBERS = re.compile(
+    r"(?:\bline[s]?\s+(\d+)(?:\s*(?:-|–|to)\s*(\d+))?|(?<![\w.])(\d+),(\d+)[pdsic]\b|(?<![\w.])(\d+)[sdi]/|"
+    r"\"(?:insert_line|view_range|line|start_line|end_line)\":\s*\[?(\d+)(?:,\s*(\d+))?)"
+)
 _NAMED_DEF = re.compile(r"^\s*(?:async\s+def|def|class|function|func|fn)\s+(\w+)", re.M)
-_RESULT = re.compile(r"(?i)\b(?:now pass(?:es)?|all (?:\d+ )?tests? pass(?:ed)?|tests? pass(?:ed|es)?|works? (?:now|correctly)|"
-                     r"(?:is|was|are) fixed|fix(?:ed)? (?:the|this)|root cause|the cause|the (?:issue|problem|bug) (?:is|was)|"
-                     r"(?:I|we) found|confirm(?:s|ed)? (?:that|the))|(?:已修复|通过了|原因是|找到了)")
-_CONSTRAINT = re.compile(r"(?i)\b(?:must(?:n't| not)?|never|always|do not|don't|avoid|only use|should not|shouldn't|"
-                         r"cannot|can't|not allowed|required?)\b|(?:必须|不要|禁止|不能|务必|只能|不得)")
-_DECISION = re.compile(r"(?i)\b(?:decided?|decision|we(?:'ll| will) use|let's use|use \S+ instead|go(?:ing)? with|chose|prefer)\b"
-                       r"|(?:决定|选择|采用|改用)")
+_RESULT = re.compile(
+    r"(?i)\b(?:now pass(?:es)?|all (?:\d+ )?tests? pass(?:ed)?|tests? pass(?:ed|es)?|works? (?:now|correctly)|"
+    r"(?:is|was|are) fixed|fix(?:ed)? (?:the|this)|root cause|the cause|the (?:issue|problem|bug) (?:is|was)|"
+    r"(?:I|we) found|confirm(?:s|ed)? (?:that|the))|(?:已修复|通过了|原因是|找到了)"
+)
+_CONSTRAINT = re.compile(
+    r"(?i)\b(?:must(?:n't| not)?|never|always|do not|don't|avoid|only use|should not|shouldn't|"
+    r"cannot|can't|not allowed|required?)\b|(?:必须|不要|禁止|不能|务必|只能|不得)"
+)
+_DECISION = re.compile(
+    r"(?i)\b(?:decided?|decision|we(?:'ll| will) use|let's use|use \S+ instead|go(?:ing)? with|chose|prefer)\b"
+    r"|(?:决定|选择|采用|改用)"
+)
 _NEW_TEXT = ("new_str", "file_text", "content", "new_string", "text", "patch", "diff", "code")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\1\b", re.S)
 LINE_CHARS = 160
@@ -80,8 +88,9 @@ def terms(text: str) -> set[str]:
         whole = match.group(0)
         for term in {whole, *whole.split(":")} if ":" in whole else (whole,):  # a test id's parts: file, name
             term = term.rstrip(".:-/")
-            if len(term) >= 4 and ("_" in term or "/" in term or _INNER_CAPITAL.search(term) or _DOTTED.search(term)
-                                   or any(c.isdigit() for c in term)):
+            if len(term) >= 4 and (
+                "_" in term or "/" in term or _INNER_CAPITAL.search(term) or _DOTTED.search(term) or any(c.isdigit() for c in term)
+            ):
                 found.add(term)
     return found
 
@@ -134,8 +143,14 @@ def change_of(call: Call, path: str, position: int, fenced: str = "") -> Change:
     return Change(path, where, what, position)
 
 
-def evidence_of(messages: Sequence[Mapping[str, Any]], texts: Sequence[str | None], roles: Sequence[str | None],
-                calls: Sequence[Call], first: int, task_end: int = 0) -> Evidence:
+def evidence_of(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str | None],
+    roles: Sequence[str | None],
+    calls: Sequence[Call],
+    first: int,
+    task_end: int = 0,
+) -> Evidence:
     """The evidence of a stretch starting at position ``first``: ``texts``, ``roles`` and ``calls`` are its analysis
     (positions relative to the stretch). ``task_end``: messages before it (relative) are the task, not mined."""
     n = len(messages)
@@ -190,10 +205,19 @@ def evidence_of(messages: Sequence[Mapping[str, Any]], texts: Sequence[str | Non
                 results.append(clip(s, LINE_CHARS))
             elif roles[i] == "user" and not _observation(text) and _CONSTRAINT.search(s):
                 constraints.append(clip(s, LINE_CHARS))
-            if not _observation(text) and _DECISION.search(s) and (roles[i] == "user" or s.lower().startswith(("we decided", "decision", "i decided", "决定"))):
+            if (
+                not _observation(text)
+                and _DECISION.search(s)
+                and (roles[i] == "user" or s.lower().startswith(("we decided", "decision", "i decided", "决定")))
+            ):
                 decisions.append(clip(s, LINE_CHARS))
-    return Evidence(tuple(changes), lines, tuple(dict.fromkeys(results))[-RESULTS_KEPT:],
-                    tuple(dict.fromkeys(constraints))[-STATED_KEPT:], tuple(dict.fromkeys(decisions))[-STATED_KEPT:])
+    return Evidence(
+        tuple(changes),
+        lines,
+        tuple(dict.fromkeys(results))[-RESULTS_KEPT:],
+        tuple(dict.fromkeys(constraints))[-STATED_KEPT:],
+        tuple(dict.fromkeys(decisions))[-STATED_KEPT:],
+    )
 
 
 _OBSERVATION_START = re.compile(r"^\s*(?:<returncode>|<output>|<exception>|Observation:|OBSERVATION:|<warning>)")

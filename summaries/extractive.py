@@ -178,9 +178,22 @@ class Extractor:
                 sample = text[:SAMPLE_CHARS]
                 cjk += len(_CJK.findall(sample))
                 latin += len(_LATIN.findall(sample))
-        return Digest(first, first + len(msgs) - 1, conversation.turns, tuple(files.items()), tuple(dict.fromkeys(edited)),
-                      tuple(commands[-COMMANDS_KEPT:]), last_error, last_error_call, tuple(anchors.items()), plan,
-                      tuple(notes[-NOTES_KEPT:]), last_words, cjk, latin)
+        return Digest(
+            first,
+            first + len(msgs) - 1,
+            conversation.turns,
+            tuple(files.items()),
+            tuple(dict.fromkeys(edited)),
+            tuple(commands[-COMMANDS_KEPT:]),
+            last_error,
+            last_error_call,
+            tuple(anchors.items()),
+            plan,
+            tuple(notes[-NOTES_KEPT:]),
+            last_words,
+            cjk,
+            latin,
+        )
 
 
 def is_chinese(digest: Digest, task: str | None = None) -> bool:
@@ -209,6 +222,9 @@ def _clip(text: str, limit: int = LINE_CHARS) -> str:
 def text_of(message: Mapping[str, Any]) -> str:
     """A message's text, or its tool calls as ``name(arguments)`` when it has none."""
     text = message_text(message) or ""
-    calls = [f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
-             for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+    calls = [
+        f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    ]
     return "\n".join([text, *calls]).strip()

@@ -70,8 +70,17 @@ class LLMSummarizer:
         failures, since = self._failures.get(key, (0, 0.0))
         return failures >= self.options.failures_to_open and self._clock() - since < self.options.open_seconds
 
-    async def summarize(self, key: tuple[str, str], target: Target, trace: Sequence[Mapping[str, Any]], first: int,
-                        previous: str | None, budget: int, chinese: bool, count: Callable[[str], int]) -> tuple[str | None, str]:
+    async def summarize(
+        self,
+        key: tuple[str, str],
+        target: Target,
+        trace: Sequence[Mapping[str, Any]],
+        first: int,
+        previous: str | None,
+        budget: int,
+        chinese: bool,
+        count: Callable[[str], int],
+    ) -> tuple[str | None, str]:
         """The LLM's summary, or None and why not (``breaker_open``, ``timeout``, ``error``, ``unusable``)."""
         if self.is_open(key):
             self.outcomes["breaker_open"] += 1
@@ -80,8 +89,10 @@ class LLMSummarizer:
         self.calls.append(sum(len(m["content"]) for m in messages) // 4)
         async with self._slots:
             try:
-                answer = await asyncio.wait_for(self._complete(target, messages, min(self.options.max_tokens, budget * 2),
-                                                               self.options.timeout_seconds), self.options.timeout_seconds)
+                answer = await asyncio.wait_for(
+                    self._complete(target, messages, min(self.options.max_tokens, budget * 2), self.options.timeout_seconds),
+                    self.options.timeout_seconds,
+                )
             except TimeoutError:
                 return self._failed(key, "timeout")
             except Exception:  # any failure of the model leaves things as they were
@@ -101,8 +112,9 @@ class LLMSummarizer:
             return None, "breaker_open"
         async with self._slots:
             try:
-                answer = await asyncio.wait_for(self._complete(target, messages, max_tokens, self.options.timeout_seconds),
-                                                self.options.timeout_seconds)
+                answer = await asyncio.wait_for(
+                    self._complete(target, messages, max_tokens, self.options.timeout_seconds), self.options.timeout_seconds
+                )
             except TimeoutError:
                 return self._failed(key, "timeout")
             except Exception:  # any failure of the model leaves things as they were
@@ -134,7 +146,15 @@ async def litellm_complete(target: Target, messages: list[dict[str, str]], max_t
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    response = await litellm.acompletion(model=target.model, messages=messages, api_base=target.api_base, api_key=target.api_key,
-                                         max_tokens=max_tokens, temperature=0, timeout=timeout, num_retries=0)
+    response = await litellm.acompletion(
+        model=target.model,
+        messages=messages,
+        api_base=target.api_base,
+        api_key=target.api_key,
+        max_tokens=max_tokens,
+        temperature=0,
+        timeout=timeout,
+        num_retries=0,
+    )
     content = response.choices[0].message.content
     return content if isinstance(content, str) else None

@@ -62,7 +62,7 @@ def lesson_title(label: str, lines: Sequence[str], changed: Sequence[str]) -> st
     what = None
     for line in reversed(lines):
         if _EXCEPTION.search(line) and not _COUNT_LINE.search(line.strip()):
-            what = _clip(line.strip()[_EXCEPTION.search(line).start():], 56)  # type: ignore[union-attr]
+            what = _clip(line.strip()[_EXCEPTION.search(line).start() :], 56)  # type: ignore[union-attr]
             break
     if what is None:
         tests = [m.group(1) or m.group(2) for line in lines for m in _TEST_NAME.finditer(line)]
@@ -108,9 +108,11 @@ def _draft(label: str, failure: _Open) -> DraftCard:
     title = lesson_title(label, failure.lines, failure.changed)
     quoted = "\n".join(f"    {line}" for line in failure.lines)
     changed = ", ".join(dict.fromkeys(failure.changed))
-    body = (f"## Problem\n\n`{_clip(label, 200)}` failed:\n\n{quoted}\n\n## What fixed it\n\nChanged {changed}."
-            + (f"\n\n{failure.note}" if failure.note else "")
-            + f"\n\n## Verification\n\n`{_clip(label, 200)}` then succeeded.\n")
+    body = (
+        f"## Problem\n\n`{_clip(label, 200)}` failed:\n\n{quoted}\n\n## What fixed it\n\nChanged {changed}."
+        + (f"\n\n{failure.note}" if failure.note else "")
+        + f"\n\n## Verification\n\n`{_clip(label, 200)}` then succeeded.\n"
+    )
     return DraftCard(title, _tags(label, failure.lines, failure.changed), body, key_of(title))
 
 

@@ -21,8 +21,7 @@ def headings(chinese: bool) -> tuple[str, ...]:
     return SECTIONS_ZH if chinese else SECTIONS_EN
 
 
-def compact(digest: Digest, task: str | None, budget: int, count: Callable[[str], int] | None = None,
-            evidence: Evidence | None = None) -> str:
+def compact(digest: Digest, task: str | None, budget: int, count: Callable[[str], int] | None = None, evidence: Evidence | None = None) -> str:
     """The active summary of a digest, as much of it as the budget holds: always the task, decisions, constraints,
     every file changed, the last error and the last step; then, while they fit, in this order: what changed in
     each file and where (newest first), the output lines the agent named afterwards, the results it stated, the
@@ -65,19 +64,22 @@ def short(digest: Digest, task: str | None, evidence: Evidence | None = None, li
     error = (("最后的错误: " if zh else "last error: ") + digest.last_error.splitlines()[-1]) if digest.last_error else ""
     anchors = " ".join(a for a, _ in digest.anchors) or "—"
     for width in (110, 80, 60, 40, 24):
-        parts = [f"[{t[0]}] {_one_line(task or '—', width)}",
-                 f"[{t[1]}] " + ("; ".join(_one_line(d, width) for d in decided[-2:]) or "—"),
-                 f"[{t[2]}] " + ("; ".join(_one_line(r, width) for r in rules[-2:]) or "—"),
-                 f"[{t[3]}] " + " · ".join(_one_line(x, width) for x in (done, error, now) if x),
-                 f"[{t[4]}] {_one_line(anchors, width)}"]
+        parts = [
+            f"[{t[0]}] {_one_line(task or '—', width)}",
+            f"[{t[1]}] " + ("; ".join(_one_line(d, width) for d in decided[-2:]) or "—"),
+            f"[{t[2]}] " + ("; ".join(_one_line(r, width) for r in rules[-2:]) or "—"),
+            f"[{t[3]}] " + " · ".join(_one_line(x, width) for x in (done, error, now) if x),
+            f"[{t[4]}] {_one_line(anchors, width)}",
+        ]
         text = "\n".join(parts)
         if len(text) < limit:
             return text
     return text[: limit - 2] + "…"
 
 
-def _render(d: Digest, task: str | None, zh: bool, chosen: set[tuple[str, int]], ev: Evidence,
-            files: dict[str, list[Change]], read: list[str]) -> str:
+def _render(
+    d: Digest, task: str | None, zh: bool, chosen: set[tuple[str, int]], ev: Evidence, files: dict[str, list[Change]], read: list[str]
+) -> str:
     t = headings(zh)
     lines = [f"## {t[0]}", _one_line(task or ("（见上文）" if zh else "(see the first user message)"), TASK_CHARS), ""]
     decided = [f"- {line}" for anchor, line in d.anchors if anchor.startswith("[D")] + [f"- {x}" for x in ev.decisions]

@@ -73,8 +73,11 @@ def _system(system: Any) -> list[str]:
         return []
     if not isinstance(system, list):
         return ["system: a string or a list of text blocks"]
-    return [f"system[{i}]: only text blocks" for i, b in enumerate(system)
-            if not (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))]
+    return [
+        f"system[{i}]: only text blocks"
+        for i, b in enumerate(system)
+        if not (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+    ]
 
 
 def _message(i: int, msg: Any) -> list[str]:
@@ -110,8 +113,12 @@ def _message(i: int, msg: Any) -> list[str]:
 def _block(at: str, block: dict[str, Any]) -> list[str]:
     kind = block["type"]
     need: dict[str, tuple[str, type]] = {
-        "text": ("text", str), "thinking": ("signature", str), "redacted_thinking": ("data", str),
-        "tool_use": ("name", str), "server_tool_use": ("name", str), "tool_result": ("tool_use_id", str),
+        "text": ("text", str),
+        "thinking": ("signature", str),
+        "redacted_thinking": ("data", str),
+        "tool_use": ("name", str),
+        "server_tool_use": ("name", str),
+        "tool_result": ("tool_use_id", str),
     }
     out = []
     if kind in need and not isinstance(block.get(need[kind][0]), need[kind][1]):
@@ -152,15 +159,21 @@ def _pairing(messages: list[Any]) -> list[str]:
             uses = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
             nxt = messages[i + 1] if i + 1 < len(messages) else None
             if uses and nxt is not None:
-                answered = {b.get("tool_use_id") for b in (nxt.get("content") if isinstance(nxt.get("content"), list) else ())
-                            if isinstance(b, dict) and b.get("type") == "tool_result"}
+                answered = {
+                    b.get("tool_use_id")
+                    for b in (nxt.get("content") if isinstance(nxt.get("content"), list) else ())
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                }
                 missing = [u for u in uses if u not in answered]
                 if nxt.get("role") != "user" or missing:
                     out.append(f"messages[{i}]: tool_use ids were found without tool_result blocks immediately after: {missing}")
         else:
             prev = messages[i - 1] if i else {}
-            asked = {b.get("id") for b in (prev.get("content") if isinstance(prev, dict) and isinstance(prev.get("content"), list) else ())
-                     if isinstance(b, dict) and b.get("type") == "tool_use"}
+            asked = {
+                b.get("id")
+                for b in (prev.get("content") if isinstance(prev, dict) and isinstance(prev.get("content"), list) else ())
+                if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
             for b in blocks:
                 if b.get("type") == "tool_result" and b.get("tool_use_id") not in asked:
                     out.append(f"messages[{i}]: unexpected tool_use_id in tool_result: {b.get('tool_use_id')}")
@@ -173,5 +186,5 @@ def _cache_control(body: dict[str, Any], path: str) -> list[str]:
         node = node[int(part)] if part.isdigit() else node[part]
     marker = node.get("cache_control")
     if not isinstance(marker, dict) or marker.get("type") != "ephemeral" or marker.get("ttl", "5m") not in ("5m", "1h"):
-        return [f"{path}.cache_control: {{\"type\": \"ephemeral\"}} with an optional ttl of 5m or 1h"]
+        return [f'{path}.cache_control: {{"type": "ephemeral"}} with an optional ttl of 5m or 1h']
     return []

@@ -42,8 +42,9 @@ def _blocks(fake: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
     answering_results = isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     tools = [t for t in body.get("tools") or () if isinstance(t, dict) and "input_schema" in t]
     if tools and not answering_results:
-        out.append({"type": "tool_use", "id": f"toolu_fake_{len(body.get('messages') or ())}", "name": tools[0]["name"],
-                    "input": {"path": "README.md"}})
+        out.append(
+            {"type": "tool_use", "id": f"toolu_fake_{len(body.get('messages') or ())}", "name": tools[0]["name"], "input": {"path": "README.md"}}
+        )
     else:
         out.append({"type": "text", "text": fake.reply})
     return out
@@ -62,10 +63,22 @@ async def messages(request: web.Request) -> web.StreamResponse:
             return _error(400, "invalid_request_error", f"prompt is too long: {size} tokens > {fake.max_prompt_chars} maximum")
     blocks = _blocks(fake, body)
     stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
-    usage = {"input_tokens": _prompt_tokens(fake, body) - fake.cached_tokens - fake.cleared_input_tokens,
-             "cache_creation_input_tokens": 0, "cache_read_input_tokens": fake.cached_tokens, "output_tokens": len(fake.pieces())}
-    message: dict[str, Any] = {"id": "msg_fake_1", "type": "message", "role": "assistant", "model": body["model"], "content": blocks,
-                               "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    usage = {
+        "input_tokens": _prompt_tokens(fake, body) - fake.cached_tokens - fake.cleared_input_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": fake.cached_tokens,
+        "output_tokens": len(fake.pieces()),
+    }
+    message: dict[str, Any] = {
+        "id": "msg_fake_1",
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
     management = None
     if "context_management" in body:
         edits = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": fake.cleared_input_tokens}]
@@ -80,8 +93,11 @@ async def messages(request: web.Request) -> web.StreamResponse:
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
     for i, block in enumerate(blocks):
         events += _block_events(i, block, fake)
-    delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                             "usage": {"output_tokens": usage["output_tokens"]}}
+    delta: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop, "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
     if management is not None:
         delta["context_management"] = management
     events += [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
@@ -91,8 +107,11 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 def _block_events(i: int, block: dict[str, Any], fake: Any) -> list[tuple[str, dict[str, Any]]]:
     kind = block["type"]
-    start = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": "", "signature": ""},
-             "tool_use": {**block, "input": {}}}[kind]
+    start = {
+        "text": {"type": "text", "text": ""},
+        "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        "tool_use": {**block, "input": {}},
+    }[kind]
     deltas: list[dict[str, Any]]
     if kind == "text":
         deltas = [{"type": "text_delta", "text": piece} for piece in fake.pieces()]
@@ -101,9 +120,11 @@ def _block_events(i: int, block: dict[str, Any], fake: Any) -> list[tuple[str, d
     else:
         args = json.dumps(block["input"])
         deltas = [{"type": "input_json_delta", "partial_json": args[:8]}, {"type": "input_json_delta", "partial_json": args[8:]}]
-    return [("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
-            *[("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas],
-            ("content_block_stop", {"type": "content_block_stop", "index": i})]
+    return [
+        ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+        *[("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas],
+        ("content_block_stop", {"type": "content_block_stop", "index": i}),
+    ]
 
 
 async def count_tokens(request: web.Request) -> web.Response:

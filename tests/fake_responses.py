@@ -16,10 +16,26 @@ ANSWER_IDS = itertools.count(1)
 
 
 def _response(body: dict[str, Any], output: list[dict[str, Any]], usage: dict[str, Any], status: str, answer: str) -> dict[str, Any]:
-    return {"id": answer, "object": "response", "created_at": int(time.time()), "status": status, "model": body.get("model"),
-            "output": output, "parallel_tool_calls": True, "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [],
-            "temperature": None, "top_p": None, "instructions": body.get("instructions"), "error": None, "incomplete_details": None,
-            "metadata": {}, "text": {"format": {"type": "text"}}, "truncation": "disabled", "usage": usage}
+    return {
+        "id": answer,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": body.get("model"),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "temperature": None,
+        "top_p": None,
+        "instructions": body.get("instructions"),
+        "error": None,
+        "incomplete_details": None,
+        "metadata": {},
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "usage": usage,
+    }
 
 
 def prompt_size(body: dict[str, Any]) -> int:
@@ -36,15 +52,31 @@ async def responses(request: web.Request) -> web.StreamResponse:
     last = items[-1] if items else {}
     wants_tool = bool(body.get("tools")) and last.get("type", "message") == "message" and last.get("role") == "user"
     prompt = fake.prompt_tokens if fake.prompt_tokens is not None else prompt_size(body)
-    usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": fake.cached_tokens},
-             "output_tokens": len(fake.pieces()), "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + len(fake.pieces())}
+    usage = {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": fake.cached_tokens},
+        "output_tokens": len(fake.pieces()),
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + len(fake.pieces()),
+    }
     if wants_tool:
         tool = body["tools"][0]
-        item: dict[str, Any] = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1", "name": tool.get("name", ""),
-                                "arguments": '{"path": "README.md"}', "status": "completed"}
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "id": "fc_fake_1",
+            "call_id": "call_fake_1",
+            "name": tool.get("name", ""),
+            "arguments": '{"path": "README.md"}',
+            "status": "completed",
+        }
     else:
-        item = {"type": "message", "id": "msg_fake_1", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": fake.reply, "annotations": []}]}
+        item = {
+            "type": "message",
+            "id": "msg_fake_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": fake.reply, "annotations": []}],
+        }
     answer = f"resp_fake_{next(ANSWER_IDS)}"
     if not body.get("stream"):
         return web.json_response(_response(body, [item], usage, "completed", answer))
@@ -63,12 +95,15 @@ async def responses(request: web.Request) -> web.StreamResponse:
         part = {"type": "output_text", "text": "", "annotations": []}
         events.append({"type": "response.content_part.added", "item_id": item["id"], "output_index": 0, "content_index": 0, "part": part})
         for piece in fake.pieces():
-            events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": piece,
-                           "logprobs": []})
-        events.append({"type": "response.output_text.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "text": fake.reply,
-                       "logprobs": []})
-        events.append({"type": "response.content_part.done", "item_id": item["id"], "output_index": 0, "content_index": 0,
-                       "part": {**part, "text": fake.reply}})
+            events.append(
+                {"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []}
+            )
+        events.append(
+            {"type": "response.output_text.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "text": fake.reply, "logprobs": []}
+        )
+        events.append(
+            {"type": "response.content_part.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "part": {**part, "text": fake.reply}}
+        )
     events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
     events.append({"type": "response.completed", "response": _response(body, [item], usage, "completed", answer)})
     frames = [f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode() for n, e in enumerate(events)]

@@ -143,7 +143,9 @@ def make_fake_app(fake: FakeUpstream | None = None) -> web.Application:
     app.router.add_post("/v1/messages/count_tokens", fake_anthropic.count_tokens)
     app.router.add_get("/v1/models", _discovery(lambda fake: {"object": "list", "data": fake.models}))
     app.router.add_get("/props", _discovery(lambda fake: fake.props))
-    app.router.add_get("/api/v0/models", _discovery(lambda fake: None if fake.lmstudio_models is None else {"object": "list", "data": fake.lmstudio_models}))
+    app.router.add_get(
+        "/api/v0/models", _discovery(lambda fake: None if fake.lmstudio_models is None else {"object": "list", "data": fake.lmstudio_models})
+    )
     app.router.add_get("/info", _discovery(lambda fake: fake.info))
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_post("/api/chat", ollama_chat)
@@ -213,12 +215,21 @@ async def _record(request: web.Request, handler: Any) -> web.StreamResponse:
         if not own and n > fake.token_limit:
             fake.refusals += 1
             if fake.limit_style == "llamacpp":
-                error = {"code": 400, "message": f"request ({n} tokens) exceeds the available context size ({fake.token_limit} tokens), try increasing it",
-                         "type": "exceed_context_size_error", "n_prompt_tokens": n, "n_ctx": fake.token_limit}
+                error = {
+                    "code": 400,
+                    "message": f"request ({n} tokens) exceeds the available context size ({fake.token_limit} tokens), try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": n,
+                    "n_ctx": fake.token_limit,
+                }
             else:
-                error = {"message": f"This model's maximum context length is {fake.token_limit} tokens. However, you requested {n} tokens "
-                                    f"({n} in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
-                         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+                error = {
+                    "message": f"This model's maximum context length is {fake.token_limit} tokens. However, you requested {n} tokens "
+                    f"({n} in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
             return web.json_response({"error": error}, status=400)
     return await handler(request)
 
@@ -264,9 +275,16 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
         if fake.summary_held is not None:
             await fake.summary_held.wait()
         message = {"role": "assistant", "content": fake.summary_reply}
-        return web.json_response({"id": "chatcmpl-summary", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
-                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        return web.json_response(
+            {
+                "id": "chatcmpl-summary",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        )
     prompt = _prompt_tokens(fake, body)
     usage = {
         "prompt_tokens": prompt,
@@ -275,7 +293,11 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
         "prompt_tokens_details": {"cached_tokens": fake.cached_tokens},
     }
     wants_tool = bool(body.get("tools")) and (body.get("messages") or [{}])[-1].get("role") == "user"
-    call = {"id": "call_fake_1", "type": "function", "function": {"name": body["tools"][0]["function"]["name"] if wants_tool else "", "arguments": '{"path": "README.md"}'}}
+    call = {
+        "id": "call_fake_1",
+        "type": "function",
+        "function": {"name": body["tools"][0]["function"]["name"] if wants_tool else "", "arguments": '{"path": "README.md"}'},
+    }
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
     if not body.get("stream"):
         message: dict[str, Any] = {"role": "assistant", "content": None if wants_tool else fake.reply}
@@ -289,7 +311,9 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
         first = {"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
         chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]})
         for part in (args[:8], args[8:]):
-            chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}, "finish_reason": None}]})
+            chunks.append(
+                {**base, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}, "finish_reason": None}]}
+            )
     else:
         for piece in fake.pieces():
             chunks.append({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
@@ -305,8 +329,16 @@ async def ollama_chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     model, now = body.get("model"), "2026-11-22T00:00:00Z"
     wants_tool = bool(body.get("tools")) and (body.get("messages") or [{}])[-1].get("role") == "user"
-    final = {"model": model, "created_at": now, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
-             "total_duration": 1000, "prompt_eval_count": _prompt_tokens(fake, body), "eval_count": len(fake.pieces())}
+    final = {
+        "model": model,
+        "created_at": now,
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": "stop",
+        "total_duration": 1000,
+        "prompt_eval_count": _prompt_tokens(fake, body),
+        "eval_count": len(fake.pieces()),
+    }
     if wants_tool:
         name = body["tools"][0]["function"]["name"]
         tool_msg = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": {"path": "README.md"}}}]}
@@ -324,8 +356,16 @@ async def ollama_generate(request: web.Request) -> web.StreamResponse:
     fake = request.app[FAKE_UPSTREAM]
     body = await request.json()
     model, now = body.get("model"), "2026-11-22T00:00:00Z"
-    final = {"model": model, "created_at": now, "response": "", "done": True, "done_reason": "stop", "context": [1, 2, 3],
-             "prompt_eval_count": _prompt_tokens(fake, body), "eval_count": len(fake.pieces())}
+    final = {
+        "model": model,
+        "created_at": now,
+        "response": "",
+        "done": True,
+        "done_reason": "stop",
+        "context": [1, 2, 3],
+        "prompt_eval_count": _prompt_tokens(fake, body),
+        "eval_count": len(fake.pieces()),
+    }
     if body.get("stream", True) is False:
         return web.json_response({**final, "response": fake.reply})
     objs = [{"model": model, "created_at": now, "response": p, "done": False} for p in fake.pieces()]
@@ -354,7 +394,9 @@ async def embeddings(request: web.Request) -> web.Response:
 
 async def echo(request: web.Request) -> web.Response:
     body = await request.read()
-    return web.json_response({"method": request.method, "path": request.path, "query": request.query_string, "size": len(body)}, headers={"X-Echo": "1"})
+    return web.json_response(
+        {"method": request.method, "path": request.path, "query": request.query_string, "size": len(body)}, headers={"X-Echo": "1"}
+    )
 
 
 def file_bytes(size: int) -> bytes:

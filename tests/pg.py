@@ -70,8 +70,10 @@ def empty_tables(base: str, schema: str) -> None:
     import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
-        names = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'schema_version'",
-                                            (schema,)).fetchall()]
+        names = [
+            r[0]
+            for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'schema_version'", (schema,)).fetchall()
+        ]
         with conn.transaction():
             for name in names:
                 conn.execute(f'DELETE FROM "{schema}"."{name}"')

@@ -38,8 +38,9 @@ def test_every_command_names_a_running_ruyi_with_url_and_still_takes_server() ->
         assert command in with_url
 
 
-@pytest.mark.parametrize("argv", [["memo", "show"], ["anchors", "export"], ["cards", "drafts"], ["sessions"],
-                                  ["session", "reset", "s1"], ["archive", "list", "s1"]])
+@pytest.mark.parametrize(
+    "argv", [["memo", "show"], ["anchors", "export"], ["cards", "drafts"], ["sessions"], ["session", "reset", "s1"], ["archive", "list", "s1"]]
+)
 def test_server_is_parsed_as_url_and_says_it_is_deprecated(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     assert parser.parse_args([*argv, "--url", "http://127.0.0.1:1"]).url == "http://127.0.0.1:1"

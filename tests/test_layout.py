@@ -23,15 +23,24 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "strategies": ("proxy", "memory", "config", "summaries"),
     "memory.anchors": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook"),
     "memory.notebook": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized"),
-    "memory.cards": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook", "memory.anchors",
-                     "memory.forms"),
+    "memory.cards": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.notebook", "memory.anchors", "memory.forms"),
     "memory.forms": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized"),
     "memory.store": ("proxy", "strategies", "summaries", "memory.sessions", "memory.serialized", "memory.sweep"),
     "memory": ("proxy", "strategies", "summaries"),
     "summaries": ("proxy", "memory", "config"),
     "config": ("proxy.http", "proxy.api", "proxy.flow", "proxy.replay"),
-    "proxy.dialects": ("proxy.know", "proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow",
-                       "proxy.appkeys", "proxy.context", "memory", "strategies"),
+    "proxy.dialects": (
+        "proxy.know",
+        "proxy.rewrite",
+        "proxy.replay",
+        "proxy.api",
+        "proxy.http",
+        "proxy.flow",
+        "proxy.appkeys",
+        "proxy.context",
+        "memory",
+        "strategies",
+    ),
     "proxy.know": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "strategies"),
     "proxy.keep": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "proxy.appkeys", "strategies"),
     "proxy.layout": ("proxy.rewrite", "proxy.replay", "proxy.api", "proxy.http", "proxy.flow", "proxy.appkeys", "strategies"),
@@ -173,8 +182,10 @@ def describe(graph: dict[str, dict[str, set[str]]], circle: list[str]) -> str:
     return "import circle between " + ", ".join(circle) + "\n" + "\n".join(edges)
 
 
-LEAVES = ("proxy/ holds both the story (flow, cli) and the leaves every room reads (context, appkeys, json_codec,"
-          " offload, routes): the leaves to a room of their own")
+LEAVES = (
+    "proxy/ holds both the story (flow, cli) and the leaves every room reads (context, appkeys, json_codec,"
+    " offload, routes): the leaves to a room of their own"
+)
 UNDONE_YET: dict[tuple[str, str], str] = {
     ("proxy/api", "proxy"): LEAVES,
     ("proxy/dialects", "proxy"): LEAVES,
@@ -251,15 +262,18 @@ def test_no_import_cycle_inside_a_room() -> None:
     names = {dotted(p) for p in modules()}
     for path in modules():
         name = dotted(path)
-        graph[name] = {m for m in imports_of(path, at_import_time=True) if m in names and m != name and room_of(m) == room_of(name)
-                       and path.name != "__init__.py"}
+        graph[name] = {
+            m
+            for m in imports_of(path, at_import_time=True)
+            if m in names and m != name and room_of(m) == room_of(name) and path.name != "__init__.py"
+        }
     state: dict[str, int] = {}
 
     def visit(node: str, trail: list[str]) -> None:
         state[node] = 1
         for nxt in graph.get(node, ()):
             if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " → ".join(trail[trail.index(nxt):] + [node, nxt]) if nxt in trail else f"{node} → {nxt}")
+                raise AssertionError("import cycle: " + " → ".join(trail[trail.index(nxt) :] + [node, nxt]) if nxt in trail else f"{node} → {nxt}")
             if nxt not in state:
                 visit(nxt, trail + [node])
         state[node] = 2
@@ -289,7 +303,7 @@ def test_the_tests_mirror_the_rooms() -> None:
 
 def test_the_readme_table_names_every_room_and_module() -> None:
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Where things live"):]
+    table = readme[readme.index("## Where things live") :]
     table = table[: table.index("\n## ")]
     missing = []
     for path in modules():

@@ -26,7 +26,7 @@ def test_dockerfile_stages_user_healthcheck_entrypoint() -> None:
     steps = instructions()
     froms = [arg for op, arg in steps if op == "FROM"]
     assert len(froms) == 2 and all("slim" in f for f in froms)
-    runtime = steps[[i for i, (op, _) in enumerate(steps) if op == "FROM"][-1]:]
+    runtime = steps[[i for i, (op, _) in enumerate(steps) if op == "FROM"][-1] :]
     users = [arg for op, arg in runtime if op == "USER"]
     assert users and users[-1] not in ("root", "0")
     health = [arg for op, arg in runtime if op == "HEALTHCHECK"]

@@ -67,6 +67,7 @@ class AsyncpgStore:
             self.thread.start()
         schema = url.split("search_path%3D")[-1]
         base = url.split("?")[0]
+
         async def no_reset(conn: Any) -> None:
             """psycopg_pool returns a connection as it is: so does asyncpg's here (its default reset is one more round trip)."""
 
@@ -87,22 +88,38 @@ class AsyncpgStore:
     async def _write(self, ch: Changes) -> None:
         async with self.pool.acquire() as c, c.transaction():
             r = ch.sessions[0]
-            await c.execute("INSERT INTO sessions (agent_id, session_id, created_at, last_seen, requests, prompt_tokens) VALUES "
-                            "($1, $2, $3, $4, $5, $6) ON CONFLICT (agent_id, session_id) DO UPDATE SET last_seen = excluded.last_seen, "
-                            "requests = excluded.requests, prompt_tokens = excluded.prompt_tokens",
-                            r.agent_id, r.session_id, r.created_at, r.last_seen, r.requests, r.prompt_tokens)
+            await c.execute(
+                "INSERT INTO sessions (agent_id, session_id, created_at, last_seen, requests, prompt_tokens) VALUES "
+                "($1, $2, $3, $4, $5, $6) ON CONFLICT (agent_id, session_id) DO UPDATE SET last_seen = excluded.last_seen, "
+                "requests = excluded.requests, prompt_tokens = excluded.prompt_tokens",
+                r.agent_id,
+                r.session_id,
+                r.created_at,
+                r.last_seen,
+                r.requests,
+                r.prompt_tokens,
+            )
             chain = ch.chains[0]
-            await c.executemany("INSERT INTO chain VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, pos) DO UPDATE SET link = excluded.link",
-                                [(chain.agent_id, chain.session_id, chain.start + i, link) for i, link in enumerate(chain.links)])
-            await c.executemany("INSERT INTO links VALUES ($1, $2, $3) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
-                                ch.links)
+            await c.executemany(
+                "INSERT INTO chain VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, pos) DO UPDATE SET link = excluded.link",
+                [(chain.agent_id, chain.session_id, chain.start + i, link) for i, link in enumerate(chain.links)],
+            )
+            await c.executemany(
+                "INSERT INTO links VALUES ($1, $2, $3) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id", ch.links
+            )
             await c.executemany("DELETE FROM tips WHERE agent_id = $1 AND link = $2", [(a, link) for a, link, s in ch.tips if s is None])
-            await c.executemany("INSERT INTO tips VALUES ($1, $2, $3) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
-                                [t for t in ch.tips if t[2] is not None])
-            await c.executemany("INSERT INTO decisions VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
-                                [(a, s, link, json.dumps(body)) for a, s, link, body in ch.decisions])
-            await c.executemany("INSERT INTO refs VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, ref_id) DO UPDATE SET original = excluded.original",
-                                [(a, s, r, o.encode()) for a, s, r, o in ch.refs])
+            await c.executemany(
+                "INSERT INTO tips VALUES ($1, $2, $3) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
+                [t for t in ch.tips if t[2] is not None],
+            )
+            await c.executemany(
+                "INSERT INTO decisions VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
+                [(a, s, link, json.dumps(body)) for a, s, link, body in ch.decisions],
+            )
+            await c.executemany(
+                "INSERT INTO refs VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, session_id, ref_id) DO UPDATE SET original = excluded.original",
+                [(a, s, r, o.encode()) for a, s, r, o in ch.refs],
+            )
 
     async def _load(self, agent: str, session: str) -> Any:
         row = await self.pool.fetchrow(_LOAD_SESSION.replace("%s", "$1", 1).replace("%s", "$2", 1), agent, session)
@@ -182,13 +199,16 @@ def main() -> int:
             drivers["asyncpg on its own loop (best case)"] = lambda: AsyncpgStore(url, own_loop=True)
         except ImportError:
             print("asyncpg is not installed (pip install asyncpg): psycopg 3 alone")
-        table("Drivers, called as the store is (from a worker thread)", compare(drivers, args.requests, args.rounds),
-              "psycopg 3 (pool, sync: PgStore)")
+        table(
+            "Drivers, called as the store is (from a worker thread)", compare(drivers, args.requests, args.rounds), "psycopg 3 (pool, sync: PgStore)"
+        )
         with tempfile.TemporaryDirectory() as tmp:
             lazy = url + "%20-csynchronous_commit%3Doff"  # the server's own setting, per connection here
-            backends: dict[str, Callable[[], Store]] = {"SQLite (WAL, one file)": lambda: SQLiteStore(Path(tmp) / "ruyi.db"),
-                                                        "PostgreSQL (psycopg 3, 127.0.0.1)": lambda: PgStore(url),
-                                                        "PostgreSQL, synchronous_commit=off": lambda: PgStore(lazy)}
+            backends: dict[str, Callable[[], Store]] = {
+                "SQLite (WAL, one file)": lambda: SQLiteStore(Path(tmp) / "ruyi.db"),
+                "PostgreSQL (psycopg 3, 127.0.0.1)": lambda: PgStore(url),
+                "PostgreSQL, synchronous_commit=off": lambda: PgStore(lazy),
+            }
             table("Store operations, SQLite vs PostgreSQL", compare(backends, args.requests, args.rounds), "SQLite (WAL, one file)")
     finally:
         pg.drop_schema(server, schema)

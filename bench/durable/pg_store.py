@@ -61,7 +61,7 @@ def run(config: Any, stores: dict[str, Callable[[], Store]], window: int, traces
                     sides[name] = side(name)
                     sides[name].registry.resolve("warm-up", chain_of([{"role": "user", "content": "warm up"}]))
                     sides[name].registry.flush()
-            order = names[i % len(names):] + names[: i % len(names)]
+            order = names[i % len(names) :] + names[: i % len(names)]
             results = {name: sides[name].request(agent, messages, chain, prompt, counter, window) for name in order}
             reference = results["memory"][1].messages
             assert all(out.messages == reference for _, out in results.values()), f"{trace.name} request {i}: a store changed a rewrite"
@@ -78,8 +78,12 @@ def table(timings: dict[str, dict[str, list[float]]]) -> str:
     stores = [n for n in timings if n != "memory"]
     head = "| request | n | " + " | ".join(f"{n}: added, median ms (p90)" for n in stores) + " | PostgreSQL / SQLite |"
     rows = [head, "|" + "---|" * (3 + len(stores))]
-    for kind, label in (("no batch", "without a batch"), ("batch", "with a batch"), ("restart", "first after a restart (read back)"),
-                        ("background", "background records (off the request path)")):
+    for kind, label in (
+        ("no batch", "without a batch"),
+        ("batch", "with a batch"),
+        ("restart", "first after a restart (read back)"),
+        ("background", "background records (off the request path)"),
+    ):
         cells, medians = [], []
         for name in stores:
             values = timings[name][kind]

@@ -56,8 +56,13 @@ class Texts:
         weights = [1 / (i + 1) for i in range(len(vocab))]
         self.sentences = [" ".join(rng.choices(vocab, weights, k=rng.randint(6, 18))) for _ in range(20_000)]
         self.paths = [f"src/{rng.choice(vocab)}/{rng.choice(vocab)}_{rng.choice(vocab)}.py" for _ in range(3000)]
-        self.boilerplate = ["Exit code 0", "Traceback (most recent call last):", "ok: 12 passed, 0 failed in 1.20s",
-                            "The user wants me to continue with the task.", "File written successfully."]
+        self.boilerplate = [
+            "Exit code 0",
+            "Traceback (most recent call last):",
+            "ok: 12 passed, 0 failed in 1.20s",
+            "The user wants me to continue with the task.",
+            "File written successfully.",
+        ]
 
     def row(self, own: list[str]) -> str:
         rng = self.rng
@@ -111,13 +116,16 @@ def build_old(path: Path, rows: int, texts: Texts) -> list[tuple[str, str, list[
     return sessions
 
 
-def old_search(conn: sqlite3.Connection, agent_id: str, session_id: str | None, text: str, limit: int = 5,
-               kinds: tuple[str, ...] = ("chunk", "turn")) -> list[tuple[str, str, int]]:
+def old_search(
+    conn: sqlite3.Connection, agent_id: str, session_id: str | None, text: str, limit: int = 5, kinds: tuple[str, ...] = ("chunk", "turn")
+) -> list[tuple[str, str, int]]:
     """The search before migration 7, as Recall ran it (hits' rows read back too)."""
     words = terms(text)
-    sql = ("SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ? AND agent_id IN (?)" +
-           (" AND session_id = ?" if session_id is not None else "") +
-           f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?")
+    sql = (
+        "SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ? AND agent_id IN (?)"
+        + (" AND session_id = ?" if session_id is not None else "")
+        + f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?"
+    )
     args = [match_query(words), agent_id, *([session_id] if session_id is not None else []), *kinds, limit * 4]
     hits = []
     for kind, ref, agent, session, indexed in conn.execute(sql, args).fetchall():
@@ -125,8 +133,9 @@ def old_search(conn: sqlite3.Connection, agent_id: str, session_id: str | None, 
             conn.execute("SELECT summary FROM chunks WHERE agent_id = ? AND session_id = ? AND chunk_id = ?", (agent, session, ref)).fetchone()
         else:
             turn, _, digest = ref.partition(":")
-            conn.execute("SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?",
-                         (agent, session, int(turn), digest)).fetchone()
+            conn.execute(
+                "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?", (agent, session, int(turn), digest)
+            ).fetchone()
         hits.append((kind, ref, matched(words, indexed)))
     hits.sort(key=lambda h: -h[2])
     return hits[:limit]
@@ -151,7 +160,7 @@ def per_search(rows: int, searches: int, texts: Texts) -> dict[str, Any]:
             agent, session, own_texts = rng.choice(sessions)
             query = rng.choice(own_texts)[:600]  # a request's text: one of the session's own outputs
             for scope, sid in (("session", session), ("agent", None)):
-                order = (("old", "new") if i % 2 else ("new", "old"))
+                order = ("old", "new") if i % 2 else ("new", "old")
                 found = {}
                 for side in order:
                     t0 = time.perf_counter()
@@ -165,14 +174,23 @@ def per_search(rows: int, searches: int, texts: Texts) -> dict[str, Any]:
         old.close()
         new.close()
         median = {k: statistics.median(v) for k, v in times.items()}
-        return {"rows": rows, "sessions": len(sessions), "build_s": built, "migrate_s": migrated, "searches": searches,
-                "same_hits": f"{same}/{total}", **{f"{k} ms": v for k, v in median.items()},
-                "session ratio": median["old session"] / median["new session"], "agent ratio": median["old agent"] / median["new agent"]}
+        return {
+            "rows": rows,
+            "sessions": len(sessions),
+            "build_s": built,
+            "migrate_s": migrated,
+            "searches": searches,
+            "same_hits": f"{same}/{total}",
+            **{f"{k} ms": v for k, v in median.items()},
+            "session ratio": median["old session"] / median["new session"],
+            "agent ratio": median["old agent"] / median["new agent"],
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 # ---- part 2: requests through ruyi serve while a vacuum runs ----
+
 
 def expired_store(path: Path, sessions: int, rows_per_session: int, texts: Texts, expired: bool) -> None:
     """A schema-6 store with ``sessions`` sessions (their rows, chains, links, decisions, recall rows), all last seen
@@ -183,8 +201,10 @@ def expired_store(path: Path, sessions: int, rows_per_session: int, texts: Texts
     seen = 0.0 if expired else time.time()
     keys = conn.execute("SELECT DISTINCT agent_id, session_id FROM recall_fts").fetchall()
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO sessions (agent_id, session_id, parent_id, created_at, last_seen, requests) VALUES (?, ?, NULL, ?, ?, 1)",
-                     [(a, s, seen, seen) for a, s in keys])
+    conn.executemany(
+        "INSERT INTO sessions (agent_id, session_id, parent_id, created_at, last_seen, requests) VALUES (?, ?, NULL, ?, ?, 1)",
+        [(a, s, seen, seen) for a, s in keys],
+    )
     conn.executemany("INSERT INTO chain VALUES (?, ?, ?, ?)", [(a, s, i, f"{s}-l{i}") for a, s in keys for i in range(20)])
     conn.executemany("INSERT INTO links VALUES (?, ?, ?)", [(a, f"{s}-l{i}", s) for a, s in keys for i in range(20)])
     conn.executemany("INSERT INTO decisions VALUES (?, ?, ?, ?)", [(a, s, f"{s}-l{i}", "{}") for a, s in keys for i in range(10)])
@@ -225,9 +245,15 @@ async def load(url: str, rate: float, seconds: float) -> dict[str, Any]:
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
     latencies.sort()
-    return {"sent": len(tasks), "ok": len(latencies), "failed": failed, "req/s": len(latencies) / elapsed,
-            "p50 ms": latencies[len(latencies) // 2] if latencies else 0.0,
-            "p99 ms": latencies[int(len(latencies) * 0.99)] if latencies else 0.0, "max ms": latencies[-1] if latencies else 0.0}
+    return {
+        "sent": len(tasks),
+        "ok": len(latencies),
+        "failed": failed,
+        "req/s": len(latencies) / elapsed,
+        "p50 ms": latencies[len(latencies) // 2] if latencies else 0.0,
+        "p99 ms": latencies[int(len(latencies) * 0.99)] if latencies else 0.0,
+        "max ms": latencies[-1] if latencies else 0.0,
+    }
 
 
 def serve_run(root: Path, store_file: Path, rate: float, seconds: float) -> dict[str, Any]:
@@ -240,8 +266,7 @@ def serve_run(root: Path, store_file: Path, rate: float, seconds: float) -> dict
         config = data.parent / "config.yaml"
         config.write_text(json.dumps({"sessions": {"ttl_days": 1}}))
         env = {"RUYI_DATA_DIR": str(data), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(root)}
-        args = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", f"http://127.0.0.1:{up_port}",
-                "--config", str(config)]
+        args = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", f"http://127.0.0.1:{up_port}", "--config", str(config)]
         started = time.perf_counter()
         procs.append(spawn(args, port, env, cwd=root))
         ready_s = time.perf_counter() - started
@@ -273,6 +298,7 @@ def throughput(roots: dict[str, Path], sessions: int, rate: float, seconds: floa
 
 
 # ---- part 3: the write-ahead log after a write burst ----
+
 
 def wal_burst(megabytes: int, texts: Texts, truncating: bool) -> dict[str, Any]:
     """Write ``megabytes`` of recall rows in batches while a reader holds a snapshot (the log cannot restart), calling
@@ -308,8 +334,12 @@ def wal_burst(megabytes: int, texts: Texts, truncating: bool) -> dict[str, Any]:
         after = wal.stat().st_size
         recall.close()
         store.close()
-        return {"checkpoint": "truncating" if truncating else "passive only", "batches": batch, "peak WAL MB": peak / 2**20,
-                "WAL MB after the burst": after / 2**20}
+        return {
+            "checkpoint": "truncating" if truncating else "passive only",
+            "batches": batch,
+            "peak WAL MB": peak / 2**20,
+            "WAL MB after the burst": after / 2**20,
+        }
     finally:
         sqlite_store.TRUNCATE_EVERY_S, sqlite_store.TRUNCATE_BYTES = saved
         shutil.rmtree(work, ignore_errors=True)

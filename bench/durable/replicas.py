@@ -51,16 +51,18 @@ async def replay(urls: list[str], requests: list[list[dict[str, Any]]]) -> list[
     async with aiohttp.ClientSession() as http:
         for i, messages in enumerate(requests):
             started = time.perf_counter()
-            async with http.post(urls[i % len(urls)] + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                                 headers={"X-Ruyi-Agent": "agent"}) as resp:
+            async with http.post(
+                urls[i % len(urls)] + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, headers={"X-Ruyi-Agent": "agent"}
+            ) as resp:
                 await resp.read()
                 assert resp.status == 200, resp.status
             times.append(time.perf_counter() - started)
     return times
 
 
-async def run(config: str, processes: int, store: dict[str, Any], upstream: str, fake: FakeUpstream,
-              requests: list[list[dict[str, Any]]]) -> tuple[list[bytes], list[float]]:
+async def run(
+    config: str, processes: int, store: dict[str, Any], upstream: str, fake: FakeUpstream, requests: list[list[dict[str, Any]]]
+) -> tuple[list[bytes], list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="ruyi-bench-replicas-"))
     procs, urls = [], []
     try:

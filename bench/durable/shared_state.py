@@ -83,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         url = args.pg + ("&" if "?" in args.pg else "?") + "options=-csearch_path%3Druyi_bench_shared"
         shared["postgres"] = StoreOptions(backend="postgres", url=url, shared=True)
     one = Side(config, SessionRegistry(config.sessions, store=open_store(stores["sqlite"])))
-    pairs = {name: [Side(config, Replica(SharedRegistry(config.sessions, store=open_store(o)))) for _ in range(2)]  # type: ignore[arg-type]
-             for name, o in shared.items()}
+    pairs = {
+        name: [Side(config, Replica(SharedRegistry(config.sessions, store=open_store(o)))) for _ in range(2)]  # type: ignore[arg-type]
+        for name, o in shared.items()
+    }
     timings: dict[str, list[float]] = {"one process, SQLite": [], **{f"two replicas, {n}": [] for n in pairs}}
     try:
         for n, trace in enumerate(traces):

@@ -46,8 +46,9 @@ class Side:
         """Milliseconds the background writer spends per request (off the request path)."""
         self.pruner = Pruner(config.pruning, config.tiers)
 
-    def request(self, agent: str, messages: Messages, chain: MessageChain, prompt: PromptTokens, counter: TokenCounter,
-                window: int) -> tuple[float, Outcome]:
+    def request(
+        self, agent: str, messages: Messages, chain: MessageChain, prompt: PromptTokens, counter: TokenCounter, window: int
+    ) -> tuple[float, Outcome]:
         """One request: milliseconds spent on session state, and the pruning outcome."""
         config, registry = self.config, self.registry
         started = time.perf_counter()
@@ -55,12 +56,30 @@ class Side:
         resolved = time.perf_counter()
         session = resolution.session
         budget = budget_for(window, None, config.window)
-        outcome = self.pruner.rewrite(messages, chain.links, resolution.shared, session.decisions, session.batch_retry_at,
-                                      prompt.total, budget, counter.text_counter(MODEL), prompt.messages, session.requests)
+        outcome = self.pruner.rewrite(
+            messages,
+            chain.links,
+            resolution.shared,
+            session.decisions,
+            session.batch_retry_at,
+            prompt.total,
+            budget,
+            counter.text_counter(MODEL),
+            prompt.messages,
+            session.requests,
+        )
         pruned = time.perf_counter()
         registry.record(agent, session.session_id, prompt_tokens=outcome.tokens_after, tier="normal", window=window, calibration=1.0)
-        registry.record(agent, session.session_id, decisions=outcome.decisions, refs=outcome.refs, batch_retry_at=outcome.batch_retry_at,
-                        clear_batch_retry=outcome.clear_batch_retry, report=outcome.report, reports_max=config.pruning.reports_kept)
+        registry.record(
+            agent,
+            session.session_id,
+            decisions=outcome.decisions,
+            refs=outcome.refs,
+            batch_retry_at=outcome.batch_retry_at,
+            clear_batch_retry=outcome.clear_batch_retry,
+            report=outcome.report,
+            reports_max=config.pruning.reports_kept,
+        )
         registry.flush()
         done = time.perf_counter()
         if self.queued and registry.store is not None:  # the background writer's work, off the request's clock
@@ -118,16 +137,24 @@ def table(memory: Timings, stored: Timings, restarts: list[float], background: l
     def fmt(ms: float) -> str:
         return f"{ms:.3f}"
 
-    rows = ["| request | n | in memory, median ms | with the store, median ms | added, median ms | added, p90 ms | target |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| request | n | in memory, median ms | with the store, median ms | added, median ms | added, p90 ms | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for kind, target in (("no batch", "< 1 ms"), ("batch", "< 5 ms")):
         added = [d - m for m, d in zip(memory[kind], stored[kind])]
-        rows.append(f"| {'without' if kind == 'no batch' else 'with'} a batch | {len(added)} | {fmt(statistics.median(memory[kind]))} | "
-                    f"{fmt(statistics.median(stored[kind]))} | **{fmt(statistics.median(added))}** | {fmt(quantile(added, 0.9))} | {target} |")
-    rows.append(f"| first after a restart (session read back) | {len(restarts)} | – | {fmt(statistics.median(restarts))} | "
-                f"{fmt(statistics.median(restarts))} | {fmt(quantile(restarts, 0.9))} | – |")
-    rows.append(f"| background records of a request (report, usage), off the request path | {len(background)} | – | "
-                f"{fmt(statistics.median(background))} | – | {fmt(quantile(background, 0.9))} | – |")
+        rows.append(
+            f"| {'without' if kind == 'no batch' else 'with'} a batch | {len(added)} | {fmt(statistics.median(memory[kind]))} | "
+            f"{fmt(statistics.median(stored[kind]))} | **{fmt(statistics.median(added))}** | {fmt(quantile(added, 0.9))} | {target} |"
+        )
+    rows.append(
+        f"| first after a restart (session read back) | {len(restarts)} | – | {fmt(statistics.median(restarts))} | "
+        f"{fmt(statistics.median(restarts))} | {fmt(quantile(restarts, 0.9))} | – |"
+    )
+    rows.append(
+        f"| background records of a request (report, usage), off the request path | {len(background)} | – | "
+        f"{fmt(statistics.median(background))} | – | {fmt(quantile(background, 0.9))} | – |"
+    )
     return "\n".join(rows)
 
 
@@ -143,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
         memory, stored, restarts, background = run(config, data_dir, args.window, traces)
-    print(f"{len(traces)} traces, window {args.window}, SQLite (WAL, synchronous=NORMAL) under {'a temporary directory' if not args.data_dir else data_dir}\n")
+    print(
+        f"{len(traces)} traces, window {args.window}, SQLite (WAL, synchronous=NORMAL) under {'a temporary directory' if not args.data_dir else data_dir}\n"
+    )
     print(table(memory, stored, restarts, background))
     return 0
 

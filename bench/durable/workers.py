@@ -59,8 +59,20 @@ def start(workers: int, upstream: str, store: dict[str, Any]) -> tuple[Any, str,
     config = data / "config.yaml"
     config.write_text(json.dumps({"store": store, "logging": {"level": "warning"}}))
     env = {"RUYI_DATA_DIR": str(data / "data"), "PYTHONPATH": str(ROOT)}
-    args = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream, "--config", str(config),
-            "--workers", str(workers)]
+    args = [
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--upstream",
+        upstream,
+        "--config",
+        str(config),
+        "--workers",
+        str(workers),
+    ]
     return spawn(args, port, env), f"http://127.0.0.1:{port}", data
 
 
@@ -70,8 +82,7 @@ async def measure(url: str, agents: int, requests: int) -> dict[str, float]:
     await asyncio.gather(*(agent_run(url, a, requests, latencies) for a in range(agents)))
     wall = time.perf_counter() - started
     ordered = sorted(latencies)
-    return {"rps": len(latencies) / wall, "p50_ms": 1000 * statistics.median(ordered),
-            "p95_ms": 1000 * ordered[int(0.95 * (len(ordered) - 1))]}
+    return {"rps": len(latencies) / wall, "p50_ms": 1000 * statistics.median(ordered), "p95_ms": 1000 * ordered[int(0.95 * (len(ordered) - 1))]}
 
 
 def clean_pg(url: str) -> None:

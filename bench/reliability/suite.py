@@ -90,9 +90,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def body(i: int, stream: bool = False, words: int = 20) -> dict[str, Any]:
-    return {"model": "gpt-4o", "stream": stream, "messages": [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": f"agent {i}: fix the failing test " + "context " * words}]}
+    return {
+        "model": "gpt-4o",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": f"agent {i}: fix the failing test " + "context " * words},
+        ],
+    }
 
 
 async def timed(http: aiohttp.ClientSession, url: str, payload: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, float]:
@@ -130,11 +135,19 @@ async def load(streams: int) -> dict[str, Any]:
             if fds(stack.ruyi_pid) <= before_fds + 5:
                 break
             await asyncio.sleep(0.1)
-        return {"streams": streams, "ok": sum(s == 200 for s, _ in proxied), "direct_ok": sum(s == 200 for s, _ in direct),
-                "ttfb_p50_s": statistics.median(t for _, t in proxied), "ttfb_p99_s": pct([t for _, t in proxied], 0.99),
-                "direct_ttfb_p50_s": statistics.median(t for _, t in direct), "direct_ttfb_p99_s": pct([t for _, t in direct], 0.99),
-                "rss_mb_before": round(before_rss), "rss_mb_after": round(rss_mb(stack.ruyi_pid)),
-                "fds_before": before_fds, "fds_after": fds(stack.ruyi_pid)}
+        return {
+            "streams": streams,
+            "ok": sum(s == 200 for s, _ in proxied),
+            "direct_ok": sum(s == 200 for s, _ in direct),
+            "ttfb_p50_s": statistics.median(t for _, t in proxied),
+            "ttfb_p99_s": pct([t for _, t in proxied], 0.99),
+            "direct_ttfb_p50_s": statistics.median(t for _, t in direct),
+            "direct_ttfb_p99_s": pct([t for _, t in direct], 0.99),
+            "rss_mb_before": round(before_rss),
+            "rss_mb_after": round(rss_mb(stack.ruyi_pid)),
+            "fds_before": before_fds,
+            "fds_after": fds(stack.ruyi_pid),
+        }
     finally:
         stop(stack.procs)
 
@@ -144,6 +157,7 @@ async def soak(seconds: float, rate: float, sessions: int = 20) -> dict[str, Any
     then the same schedule direct. Time to first byte, memory over time, disk per request."""
     stack = start()
     try:
+
         async def schedule(url: str, headers: Callable[[int], dict[str, str]]) -> tuple[list[float], list[int], list[float]]:
             ttfb: list[float] = []
             statuses: list[int] = []
@@ -169,10 +183,18 @@ async def soak(seconds: float, rate: float, sessions: int = 20) -> dict[str, Any
         await asyncio.sleep(1.5)  # the background writer's last batch
         disk1 = disk_bytes(stack.data_dir)
         direct, _, _ = await schedule(stack.upstream, lambda n: {})
-        return {"seconds": seconds, "rate": rate, "requests": len(statuses), "ok": statuses.count(200),
-                "ttfb_p50_ms": round(statistics.median(ttfb) * 1000, 1), "ttfb_p99_ms": round(pct(ttfb, 0.99) * 1000, 1),
-                "direct_ttfb_p50_ms": round(statistics.median(direct) * 1000, 1), "direct_ttfb_p99_ms": round(pct(direct, 0.99) * 1000, 1),
-                "rss_mb": [round(r) for r in rss], "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2)}
+        return {
+            "seconds": seconds,
+            "rate": rate,
+            "requests": len(statuses),
+            "ok": statuses.count(200),
+            "ttfb_p50_ms": round(statistics.median(ttfb) * 1000, 1),
+            "ttfb_p99_ms": round(pct(ttfb, 0.99) * 1000, 1),
+            "direct_ttfb_p50_ms": round(statistics.median(direct) * 1000, 1),
+            "direct_ttfb_p99_ms": round(pct(direct, 0.99) * 1000, 1),
+            "rss_mb": [round(r) for r in rss],
+            "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2),
+        }
     finally:
         stop(stack.procs)
 
@@ -202,15 +224,29 @@ async def stalled_store(requests: int, held_s: float) -> dict[str, Any]:
             released = time.perf_counter()
             for _ in range(600):
                 now = await stats(stack.url)
-                if now["store_writes"]["unsaved"] == 0 and (now["store_queue"] or {}).get("pending", 0) == 0 and \
-                        not (now.get("store_deadline") or {}).get("stalled"):
+                if (
+                    now["store_writes"]["unsaved"] == 0
+                    and (now["store_queue"] or {}).get("pending", 0) == 0
+                    and not (now.get("store_deadline") or {}).get("stalled")
+                ):
                     landed_s = time.perf_counter() - released
                     break
                 await asyncio.sleep(0.05)
-        audit = sqlite3.connect(stack.data_dir / "ruyi.db").execute("SELECT count(DISTINCT agent_id) FROM audit WHERE agent_id LIKE 'stalled-%'").fetchone()[0]
-        return {"requests": requests, "ok": sum(s == 200 for s, _ in answers), "all_answered_s": round(answered_s, 2),
-                "slowest_s": round(max(t for _, t in answers), 2), "sessions_api": api, "deadline": during.get("store_deadline"),
-                "landed_after_release_s": None if landed_s is None else round(landed_s, 2), "audited_agents": audit}
+        audit = (
+            sqlite3.connect(stack.data_dir / "ruyi.db")
+            .execute("SELECT count(DISTINCT agent_id) FROM audit WHERE agent_id LIKE 'stalled-%'")
+            .fetchone()[0]
+        )
+        return {
+            "requests": requests,
+            "ok": sum(s == 200 for s, _ in answers),
+            "all_answered_s": round(answered_s, 2),
+            "slowest_s": round(max(t for _, t in answers), 2),
+            "sessions_api": api,
+            "deadline": during.get("store_deadline"),
+            "landed_after_release_s": None if landed_s is None else round(landed_s, 2),
+            "audited_agents": audit,
+        }
     finally:
         stop(stack.procs)
 
@@ -229,8 +265,9 @@ async def faults(requests: int) -> dict[str, Any]:
         stack = start(config, **switches)
         try:
             async with client(60) as http:
-                got = await asyncio.gather(*(timed(http, stack.url, body(i, stream), {"X-Ruyi-Agent": f"f{i}"}) for i in range(requests)),
-                                           return_exceptions=True)
+                got = await asyncio.gather(
+                    *(timed(http, stack.url, body(i, stream), {"X-Ruyi-Agent": f"f{i}"}) for i in range(requests)), return_exceptions=True
+                )
                 statuses = sorted({r[0] if isinstance(r, tuple) else type(r).__name__ for r in got}, key=str)
                 async with http.get(stack.url + "/healthz") as r:
                     healthy = r.status == 200
@@ -247,6 +284,7 @@ async def bad_input(requests: int) -> dict[str, Any]:
     try:
         results: dict[str, list[int]] = {}
         async with client(60) as http:
+
             async def send(name: str, data: bytes, headers: dict[str, str] | None = None, path: str = "/v1/chat/completions") -> None:
                 async with http.post(stack.url + path, data=data, headers={"Content-Type": "application/json", **(headers or {})}) as r:
                     await r.read()
@@ -318,9 +356,12 @@ async def key_leaks(requests: int) -> dict[str, Any]:
         async with client(60) as http:
             for i in range(requests):
                 payload = body(i)
-                payload["messages"].append({"role": "user", "content": f"my key is {SECRET} and db_password = \"{SECRET}\""})
-                payload |= {"base_url": f"http://127.0.0.1:{attacker}", "api_base": f"http://127.0.0.1:{attacker}",
-                            "fallbacks": [{"api_base": f"http://127.0.0.1:{attacker}"}]}
+                payload["messages"].append({"role": "user", "content": f'my key is {SECRET} and db_password = "{SECRET}"'})
+                payload |= {
+                    "base_url": f"http://127.0.0.1:{attacker}",
+                    "api_base": f"http://127.0.0.1:{attacker}",
+                    "fallbacks": [{"api_base": f"http://127.0.0.1:{attacker}"}],
+                }
                 headers = {"Authorization": f"Bearer {SECRET}", "X-Ruyi-Session": SECRET, "X-Ruyi-Agent": "leaky"}
                 async with http.post(stack.url + "/v1/chat/completions", json=payload, headers=headers) as r:
                     answers.append(await r.read() + str(dict(r.headers)).encode())
@@ -334,8 +375,12 @@ async def key_leaks(requests: int) -> dict[str, Any]:
     for path in stack.data_dir.parent.rglob("*"):
         if path.is_file() and path.name != "config.yaml" and SECRET.encode() in path.read_bytes():
             found.append(path.name)
-    return {"requests": requests, "files_with_secret": found, "answers_with_secret": sum(SECRET.encode() in a for a in answers),
-            "attacker_connections": len(seen)}
+    return {
+        "requests": requests,
+        "files_with_secret": found,
+        "answers_with_secret": sum(SECRET.encode() in a for a in answers),
+        "attacker_connections": len(seen),
+    }
 
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {

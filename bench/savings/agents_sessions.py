@@ -46,8 +46,21 @@ from tests.conftest import config_for
 PRICES = Prices()
 WINDOW_OPTIONS = load_config(None).window
 RECORDINGS = Path(__file__).resolve().parents[2] / "tests" / "agents" / "recordings"
-KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "x-claude-code-session-id", "session_id", "session-id", "user-agent",
-                "openai-beta", "x-stainless-lang", "thread-id", "x-opencode-session", "x-session-id", "x-session-affinity", "x-parent-session-id")
+KEPT_HEADERS = (
+    "anthropic-beta",
+    "anthropic-version",
+    "x-claude-code-session-id",
+    "session_id",
+    "session-id",
+    "user-agent",
+    "openai-beta",
+    "x-stainless-lang",
+    "thread-id",
+    "x-opencode-session",
+    "x-session-id",
+    "x-session-affinity",
+    "x-parent-session-id",
+)
 """The request headers a recording keeps (never a key: no Authorization, no x-api-key)."""
 AGENTS: dict[str, dict[str, Any]] = {
     "claude": {"module": "tests.agents.test_claude_code", "kind": "anthropic", "path": "/v1/messages", "models": {"claude-*": 64_000}},
@@ -97,9 +110,14 @@ def compact(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         best: dict[str, Any] = {"base": -1, "key": key, "shared": 0, "new": items, "set": {k: v for k, v in body.items() if k != key}, "unset": []}
         for m, prev in enumerate(bodies[:n]):
             shared = shared_prefix(items, prev.get(key) or [])
-            delta = {"base": m, "key": key, "shared": shared, "new": items[shared:],
-                     "set": {k: v for k, v in body.items() if k != key and prev.get(k) != v},
-                     "unset": [k for k in prev if k not in body and k != key]}
+            delta = {
+                "base": m,
+                "key": key,
+                "shared": shared,
+                "new": items[shared:],
+                "set": {k: v for k, v in body.items() if k != key and prev.get(k) != v},
+                "unset": [k for k in prev if k not in body and k != key],
+            }
             if size(delta) < size(best):
                 best = delta
         out.append(best)
@@ -156,9 +174,15 @@ async def record_one(name: str, long: bool = False) -> Path:
     headers = [{k.lower(): v for k, v in h.items() if k.lower() in KEPT_HEADERS} for h in scripted.headers]
     version = json.loads((Path(__file__).resolve().parents[2] / "tests" / "agents" / "package.json").read_text())["dependencies"]  # noqa: ASYNC240 - a bench, once
     assert expand(compact(scripted.received)) == scripted.received
-    doc = {"agent": name, "versions": version, "kind": spec["kind"], "path": spec["path"],
-           "models": LONG[name]["models"] if long else spec["models"],
-           "headers": headers, "requests": compact(scripted.received)}
+    doc = {
+        "agent": name,
+        "versions": version,
+        "kind": spec["kind"],
+        "path": spec["path"],
+        "models": LONG[name]["models"] if long else spec["models"],
+        "headers": headers,
+        "requests": compact(scripted.received),
+    }
     RECORDINGS.mkdir(parents=True, exist_ok=True)
     text = scrub(json.dumps(doc, separators=(",", ":")), paths) + "\n"
     if long:  # numbers compress well: a long session is about 1.5 MB of JSON, a tenth of it gzipped
@@ -253,8 +277,12 @@ async def replay_one(path: Path, scale: float) -> dict[str, Any]:
         try:
             model = await serve(scripted_app(scripted))
             models = {k: int(v * scale) for k, v in doc["models"].items()}
-            cfg = config_for(model + ("/v1" if doc["kind"] == "openai" else ""), doc["kind"], window={"models": models},
-                             store={"data_dir": str(Path(tmp) / "ruyi")})
+            cfg = config_for(
+                model + ("/v1" if doc["kind"] == "openai" else ""),
+                doc["kind"],
+                window={"models": models},
+                store={"data_dir": str(Path(tmp) / "ruyi")},
+            )
             ruyi = await serve(make_app(cfg, default_steps(cfg), probe_upstream=False), **server_options(cfg))
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
                 for body, headers in zip(bodies, doc["headers"]):
@@ -263,31 +291,48 @@ async def replay_one(path: Path, scale: float) -> dict[str, Any]:
                     async with http.post(ruyi + doc["path"], json=body, headers=sent) as resp:
                         await resp.read()
                         forwarded = scripted.received[before] if len(scripted.received) > before else body
-                        rows.append({"main": is_main(body), "tier": resp.headers.get("X-Ruyi-Tier", ""),
-                                     "before": int(resp.headers.get("X-Ruyi-Tokens-Before", 0) or 0),
-                                     "after": int(resp.headers.get("X-Ruyi-Tokens-After", 0) or 0),
-                                     "window": int(resp.headers.get("X-Ruyi-Window", 0) or 0),
-                                     "usable": usable(int(resp.headers.get("X-Ruyi-Window", 0) or 0), body),
-                                     "archived": bool(resp.headers.get("X-Ruyi-Archived")), "sent": forwarded, "original": body,
-                                     "window_source": resp.headers.get("X-Ruyi-Window-Source", "")})
+                        rows.append(
+                            {
+                                "main": is_main(body),
+                                "tier": resp.headers.get("X-Ruyi-Tier", ""),
+                                "before": int(resp.headers.get("X-Ruyi-Tokens-Before", 0) or 0),
+                                "after": int(resp.headers.get("X-Ruyi-Tokens-After", 0) or 0),
+                                "window": int(resp.headers.get("X-Ruyi-Window", 0) or 0),
+                                "usable": usable(int(resp.headers.get("X-Ruyi-Window", 0) or 0), body),
+                                "archived": bool(resp.headers.get("X-Ruyi-Archived")),
+                                "sent": forwarded,
+                                "original": body,
+                                "window_source": resp.headers.get("X-Ruyi-Window-Source", ""),
+                            }
+                        )
                     await asyncio.sleep(0.05)  # a real agent's gap: Ruyi's background work between two requests
         finally:
             for runner in reversed(runners):
                 await runner.cleanup()
     main = [r for r in rows if r["main"]]
     first = next((n for n, r in enumerate(main) if r["archived"] or "ruyi-archive" in json.dumps(r["sent"])), None)
-    after = main[first + 1:] if first is not None else []
+    after = main[first + 1 :] if first is not None else []
     hot = sum(1 for r in after if r["tier"] in ("prune", "archive"))
-    return {"agent": doc["agent"], "requests": len(rows), "main": len(main), "archives": sum(r["archived"] for r in main),
-            "first_archive": first, "after_first": len(after), "at_prune_or_above": hot,
-            "hot_share": hot / len(after) if after else 0.0,
-            "cache_hit": cache_hit([r["sent"] for r in main]), "cache_hit_unchanged": cache_hit([r["original"] for r in main]),
-            "cache_hit_unmarked": cache_hit([r["sent"] for r in main], False),
-            "cache_hit_unmarked_unchanged": cache_hit([r["original"] for r in main], False),
-            "over_window_unchanged": sum(1 for r in main if r["usable"] and r["before"] > r["usable"]),
-            **savings(main),
-            "losses": losses(main),
-            "window_sources": sorted({r["window_source"] for r in main}), "window": max((r["window"] for r in main), default=0), "trace": trace(main)}
+    return {
+        "agent": doc["agent"],
+        "requests": len(rows),
+        "main": len(main),
+        "archives": sum(r["archived"] for r in main),
+        "first_archive": first,
+        "after_first": len(after),
+        "at_prune_or_above": hot,
+        "hot_share": hot / len(after) if after else 0.0,
+        "cache_hit": cache_hit([r["sent"] for r in main]),
+        "cache_hit_unchanged": cache_hit([r["original"] for r in main]),
+        "cache_hit_unmarked": cache_hit([r["sent"] for r in main], False),
+        "cache_hit_unmarked_unchanged": cache_hit([r["original"] for r in main], False),
+        "over_window_unchanged": sum(1 for r in main if r["usable"] and r["before"] > r["usable"]),
+        **savings(main),
+        "losses": losses(main),
+        "window_sources": sorted({r["window_source"] for r in main}),
+        "window": max((r["window"] for r in main), default=0),
+        "trace": trace(main),
+    }
 
 
 def usable(window: int, body: dict[str, Any]) -> int:
@@ -300,8 +345,14 @@ def savings(main: list[dict[str, Any]]) -> dict[str, Any]:
     the share saved, and the cost with caching (bench/savings.py's prices), Ruyi's over passthrough's."""
     ruyi, unchanged = prefix_cached([r["sent"] for r in main]), prefix_cached([r["original"] for r in main])
     sent, original = sum(t for t, _ in ruyi), sum(t for t, _ in unchanged)
-    return {"tokens_sent": sent, "tokens_unchanged": original, "saved": 1 - sent / original if original else 0.0,
-            "cost": cost(ruyi), "cost_unchanged": cost(unchanged), "cost_ratio": cost(ruyi) / cost(unchanged) if unchanged else 1.0}
+    return {
+        "tokens_sent": sent,
+        "tokens_unchanged": original,
+        "saved": 1 - sent / original if original else 0.0,
+        "cost": cost(ruyi),
+        "cost_unchanged": cost(unchanged),
+        "cost_ratio": cost(ruyi) / cost(unchanged) if unchanged else 1.0,
+    }
 
 
 def losses(main: list[dict[str, Any]]) -> dict[str, int]:
@@ -327,8 +378,15 @@ def trace(main: list[dict[str, Any]]) -> list[dict[str, Any]]:
         items = sent.get(key) or []
         head = {k: sent.get(k) for k in ("system", "instructions", "tools")}
         usable = r["usable"]
-        row = {"n": n, "before": r["before"], "after": r["after"], "usage": round(r["after"] / usable, 3) if usable else None,
-               "tier": r["tier"], "archived": r["archived"], "items": len(items)}
+        row = {
+            "n": n,
+            "before": r["before"],
+            "after": r["after"],
+            "usage": round(r["after"] / usable, 3) if usable else None,
+            "tier": r["tier"],
+            "archived": r["archived"],
+            "items": len(items),
+        }
         if prev is not None:
             pitems = prev.get(history_key(prev)) or []
             same_head = head == {k: prev.get(k) for k in ("system", "instructions", "tools")}
@@ -365,13 +423,18 @@ def main() -> None:
             print(r["setup"], r["agent"])
             for t in r["trace"]:
                 print("  " + " ".join(f"{k}={v}" for k, v in t.items()))
-    print(f"{'setup':<6} {'agent':<9} {'window':>7} {'main':>4} {'archives':>8} {'1st':>4} {'hot after 1st':>14} "
-          f"{'cache hit':>9} {'unchanged':>9} {'unmarked':>15} {'saved':>6} {'cost':>6} {'over (unchanged)':>16}")
+    print(
+        f"{'setup':<6} {'agent':<9} {'window':>7} {'main':>4} {'archives':>8} {'1st':>4} {'hot after 1st':>14} "
+        f"{'cache hit':>9} {'unchanged':>9} {'unmarked':>15} {'saved':>6} {'cost':>6} {'over (unchanged)':>16}"
+    )
     for r in results:
-        print(f"{r['setup']:<6} {r['agent']:<9} {r['window']:>7} {r['main']:>4} {r['archives']:>8} {str(r['first_archive']):>4} "
-              f"{r['at_prune_or_above']:>6}/{r['after_first']:<3} {r['hot_share']:>4.0%} {r['cache_hit']:>9.3f} {r['cache_hit_unchanged']:>9.3f}"
-              f" {r['cache_hit_unmarked']:>7.3f}/{r['cache_hit_unmarked_unchanged']:.3f} {r['saved']:>6.1%} {r['cost_ratio']:>5.2f}x"
-              f" {r['over_window_unchanged']:>9}/{r['main']}")
+        print(
+            f"{r['setup']:<6} {r['agent']:<9} {r['window']:>7} {r['main']:>4} {r['archives']:>8} {str(r['first_archive']):>4} "
+            f"{r['at_prune_or_above']:>6}/{r['after_first']:<3} {r['hot_share']:>4.0%} {r['cache_hit']:>9.3f} {r['cache_hit_unchanged']:>9.3f}"
+            f" {r['cache_hit_unmarked']:>7.3f}/{r['cache_hit_unmarked_unchanged']:.3f} {r['saved']:>6.1%} {r['cost_ratio']:>5.2f}x"
+            f" {r['over_window_unchanged']:>9}/{r['main']}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,7 @@ WINDOWS = (8_000, 16_000, 32_000)
 
 
 def last_error_line(messages: list[dict[str, Any]], first: int, last: int) -> str | None:
-    for m in reversed(messages[first: last + 1]):
+    for m in reversed(messages[first : last + 1]):
         text = message_text(m)
         if m.get("role") == "tool" and text and is_error_output(m, text):
             lines = error_lines(text, 5)
@@ -99,7 +99,7 @@ def run(window: int, traces: list[Trace]) -> dict[str, Any]:
                 regrowth.append((record["tokens_before"] - previous_after) / window)
             previous_after = record["tokens_after"]
             block, first, last = record["block"], record["head"], record["end"]
-            edited = extractor.digest(messages[first: last + 1], first).edited
+            edited = extractor.digest(messages[first : last + 1], first).edited
             error = last_error_line(messages, first, last)
             task = message_text(messages[first - 1]) if first else None
             checks["of"] += 1
@@ -109,11 +109,15 @@ def run(window: int, traces: list[Trace]) -> dict[str, Any]:
     base = statistics.median(ordinary) if ordinary else 0.0
     extra = [t - base for t in archiving]
     return {
-        "archives": len(archives), "reasons": {r: archives.count(r) for r in sorted(set(archives))},
-        "summary_names_edited_files": f"{checks['files']}/{checks['of']}", "summary_has_last_error": f"{checks['error']}/{checks['of']}",
+        "archives": len(archives),
+        "reasons": {r: archives.count(r) for r in sorted(set(archives))},
+        "summary_names_edited_files": f"{checks['files']}/{checks['of']}",
+        "summary_has_last_error": f"{checks['error']}/{checks['of']}",
         "summary_has_task": f"{checks['task']}/{checks['of']}",
-        "regrowth_min": round(min(regrowth), 3) if regrowth else None, "regrowth_median": round(statistics.median(regrowth), 3) if regrowth else None,
-        "ordinary_ms_median": round(base, 3), "archiving_ms_median": round(statistics.median(archiving), 3) if archiving else None,
+        "regrowth_min": round(min(regrowth), 3) if regrowth else None,
+        "regrowth_median": round(statistics.median(regrowth), 3) if regrowth else None,
+        "ordinary_ms_median": round(base, 3),
+        "archiving_ms_median": round(statistics.median(archiving), 3) if archiving else None,
         "archiving_extra_over_ordinary_median": round(statistics.median(extra) / base, 2) if extra and base else None,
         "archiving_extra_over_ordinary_p90": round(sorted(extra)[int(0.9 * (len(extra) - 1))] / base, 2) if extra and base else None,
         "archiving_extra_over_the_5_requests_before_median": round(statistics.median(near), 2) if near else None,

@@ -156,7 +156,7 @@ class SummarizeEverything:
         self.calls: list[tuple[int, int]] = []
 
     def __call__(self, messages: list[Message], tools: Tools) -> list[Message]:
-        sent = messages if self.history is None else self.history + messages[self.cut:]
+        sent = messages if self.history is None else self.history + messages[self.cut :]
         if self.count(sent, tools).total >= self.limit:
             self.calls.append(self._summarizer_call(sent + [self.INSTRUCTION], tools))
             sent = self.history = self._compacted(messages)

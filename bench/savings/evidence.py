@@ -52,8 +52,7 @@ def distinctive(text: str) -> set[str]:
         letters = any(c.isalpha() for c in term)
         if not letters:
             continue  # numbers, dates, versions alone
-        if ("_" in term or "/" in term or _INNER_CAPITAL.search(term) or any(c.isdigit() for c in term)
-                or re.search(r"\w\.\w", term)):
+        if "_" in term or "/" in term or _INNER_CAPITAL.search(term) or any(c.isdigit() for c in term) or re.search(r"\w\.\w", term):
             found.add(term)
     return found
 
@@ -118,15 +117,13 @@ class Evidence:
         self.causes.update(other.causes)
 
 
-def evidence_of(original: Sequence[Message], sent: Sequence[Message], next_message: Message,
-                bodies: Sequence[str] | None = None) -> Evidence:
+def evidence_of(original: Sequence[Message], sent: Sequence[Message], next_message: Message, bodies: Sequence[str] | None = None) -> Evidence:
     """The next step's evidence in one request: the terms of ``next_message`` found earlier in ``original`` (not in
     its system prompt or task), and which of them ``sent`` still holds; ``bodies``: ``original``'s message bodies."""
     bodies = list(bodies) if bodies is not None else [message_body(m) for m in original]
     head = task_end(original)
     fixed = "\n".join(bodies[:head])
-    wanted = [t for t in sorted(distinctive(message_body(next_message)))
-              if t not in fixed and any(t in b for b in bodies[head:])]
+    wanted = [t for t in sorted(distinctive(message_body(next_message))) if t not in fixed and any(t in b for b in bodies[head:])]
     result = Evidence(requests=1)
     if not wanted:
         return result
@@ -186,13 +183,17 @@ def run(factory: Callable[[int], Rewrite], traces: Sequence[Any], window: int) -
 
 
 def table(window: int, rows: Mapping[str, tuple[ReplayResult, Evidence]]) -> str:
-    lines = [f"| at {window // 1000}k | evidence | saved | cost with caching | cache hit | needles | over the window |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| at {window // 1000}k | evidence | saved | cost with caching | cache hit | needles | over the window |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, (result, ev) in rows.items():
         t = result.totals
-        lines.append(f"| {name} | {100 * ev.share:.1f} % ({ev.kept:,}/{ev.terms:,}) | {100 * t.saved:.1f} % "
-                     f"| {t.cost_ratio:.2f}× | {100 * t.cache_hit_rate:.1f} % | {100 * t.needles_kept:.1f} % "
-                     f"| {t.over_window} / {t.requests} |")
+        lines.append(
+            f"| {name} | {100 * ev.share:.1f} % ({ev.kept:,}/{ev.terms:,}) | {100 * t.saved:.1f} % "
+            f"| {t.cost_ratio:.2f}× | {100 * t.cache_hit_rate:.1f} % | {100 * t.needles_kept:.1f} % "
+            f"| {t.over_window} / {t.requests} |"
+        )
     return "\n".join(lines)
 
 
@@ -214,18 +215,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     for window in (int(w) for w in args.windows.split(",")):
         rows = {name: run(factory, traces, window) for name, factory in chosen.items()}
         report[str(window)] = {
-            name: {"evidence": round(ev.share, 4), "terms": ev.terms, "kept": ev.kept, "saved": round(r.totals.saved, 4),
-                   "cost_ratio": round(r.totals.cost_ratio, 3), "cache_hit": round(r.totals.cache_hit_rate, 4),
-                   "needles": round(r.totals.needles_kept, 4), "over": r.totals.over_window,
-                   "requests": r.totals.requests, "lost": ev.lost_terms.most_common(args.lost),
-                   "causes": ev.causes.most_common()}
-            for name, (r, ev) in rows.items()}
+            name: {
+                "evidence": round(ev.share, 4),
+                "terms": ev.terms,
+                "kept": ev.kept,
+                "saved": round(r.totals.saved, 4),
+                "cost_ratio": round(r.totals.cost_ratio, 3),
+                "cache_hit": round(r.totals.cache_hit_rate, 4),
+                "needles": round(r.totals.needles_kept, 4),
+                "over": r.totals.over_window,
+                "requests": r.totals.requests,
+                "lost": ev.lost_terms.most_common(args.lost),
+                "causes": ev.causes.most_common(),
+            }
+            for name, (r, ev) in rows.items()
+        }
         if not args.json:
             print(table(window, rows) + "\n")
             for name, (_, ev) in rows.items():
                 if name == "Ruyi" or len(rows) == 1:
-                    print(f"{name} at {window // 1000}k, lost most often: "
-                          + ", ".join(f"`{t}` ×{n}" for t, n in ev.lost_terms.most_common(args.lost)))
+                    print(
+                        f"{name} at {window // 1000}k, lost most often: " + ", ".join(f"`{t}` ×{n}" for t, n in ev.lost_terms.most_common(args.lost))
+                    )
                     print("  why: " + ", ".join(f"{c} {n}" for c, n in ev.causes.most_common()) + "\n")
             sys.stdout.flush()
     if args.json:

@@ -39,10 +39,18 @@ from proxy.know.tokens import TokenCounter
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Cl100kCounter, ReplayResult
 
-FIELDS = {"alternatives": "ad-hoc prints", "why": "reproducible failures", "impact": "tests/", "verification": "the suite passes",
-          "rollback": "revert the commit"}
-ANCHORS = (("C", "Never change a public API without a deprecation"), ("D", "Reproduce every bug with a failing test first"),
-           ("D", "Run the tests with python -m pytest"))
+FIELDS = {
+    "alternatives": "ad-hoc prints",
+    "why": "reproducible failures",
+    "impact": "tests/",
+    "verification": "the suite passes",
+    "rollback": "revert the commit",
+}
+ANCHORS = (
+    ("C", "Never change a public API without a deprecation"),
+    ("D", "Reproduce every bug with a failing test first"),
+    ("D", "Run the tests with python -m pytest"),
+)
 NOTES = (("user", "prefers minimal diffs"), ("environment", "Python 3.11 in a virtualenv"), ("self", "check the issue text twice"))
 CARDS = {
     "tests.md": ("Running the test suite", ["pytest", "tests", "TestCase"], "Run `python -m pytest -x -q` from the repository root."),
@@ -142,15 +150,19 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 rows[name] = run_strategy(factory, traces, window, count, name)
                 report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {
-                    "sections": sections(rows[name]), "seconds": round(time.perf_counter() - started, 2)}
+                    "sections": sections(rows[name]),
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
             off = rows["layout off"].totals.cache_hit_rate
             if not args.json:
                 print(markdown_table(window, rows) + "\n")
                 for name, result in rows.items():
                     added = sections(result)
                     carded = sum(1 for row in result.rows if row.layout.get("cards"))
-                    print(f"- {name}: cache hit {100 * (result.totals.cache_hit_rate - off):+.2f} points vs off; requests with cards "
-                          f"{carded} of {len(result.rows)}; tokens added " + (", ".join(f"{k} {v:,}" for k, v in added.items()) or "none"))
+                    print(
+                        f"- {name}: cache hit {100 * (result.totals.cache_hit_rate - off):+.2f} points vs off; requests with cards "
+                        f"{carded} of {len(result.rows)}; tokens added " + (", ".join(f"{k} {v:,}" for k, v in added.items()) or "none")
+                    )
                 print()
     if args.json:
         print(json.dumps(report, indent=1))

@@ -104,9 +104,17 @@ async def over_http(traces: list[Trace], kind: str, window: int) -> list[str]:
     suffix = "/v1" if kind == "openai" else ""
     path = "/v1/chat/completions" if kind == "openai" else "/api/chat"
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config(tmp, **{"default_route.url": f"http://127.0.0.1:{up_port}{suffix}", "default_route.kind": kind,
-                             "store.backend": "sqlite", "window.context_window": window, "ollama.max_num_ctx": window,
-                             "retrieval.enabled": False})  # recall reads chunks written off the request path: not repeatable
+        cfg = config(
+            tmp,
+            **{
+                "default_route.url": f"http://127.0.0.1:{up_port}{suffix}",
+                "default_route.kind": kind,
+                "store.backend": "sqlite",
+                "window.context_window": window,
+                "ollama.max_num_ctx": window,
+                "retrieval.enabled": False,
+            },
+        )  # recall reads chunks written off the request path: not repeatable
         proxy = web.AppRunner(make_app(cfg, default_steps(cfg), probe_upstream=False), access_log=None)
         await proxy.setup()
         site = web.TCPSite(proxy, "127.0.0.1", 0)

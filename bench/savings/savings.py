@@ -111,8 +111,10 @@ def over_where_head_fits(result: ReplayResult, unfit: set[str]) -> tuple[int, in
 
 def markdown_table(window: int, rows: dict[str, ReplayResult]) -> str:
     """One window's comparison as a markdown table."""
-    head = (f"| at a {window // 1000}k window | tokens sent | saved | peak request | over the window | cache hit "
-            "| cost with caching | orphans | needles | invalid args | archives |")
+    head = (
+        f"| at a {window // 1000}k window | tokens sent | saved | peak request | over the window | cache hit "
+        "| cost with caching | orphans | needles | invalid args | archives |"
+    )
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, result in rows.items():
         r = result.totals
@@ -133,7 +135,9 @@ def side_by_side(results: dict[int, dict[str, ReplayResult]]) -> str:
         cells = []
         for w in windows:
             t = results[w][name].totals
-            cells.append(f"{t.over_window} · {t.cost_ratio:.2f}× · {100 * t.cache_hit_rate:.1f} % · {100 * t.needles_kept:.1f} % · {100 * t.saved:.1f} %")
+            cells.append(
+                f"{t.over_window} · {t.cost_ratio:.2f}× · {100 * t.cache_hit_rate:.1f} % · {100 * t.needles_kept:.1f} % · {100 * t.saved:.1f} %"
+            )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -161,17 +165,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             seconds = time.perf_counter() - started
             refusals[name] = refused()
             report.setdefault(str(window), {})[name] = asdict(rows[name].totals) | {
-                "seconds": round(seconds, 2), "over_where_head_fits": over_where_head_fits(rows[name], unfit)[0], "refused": refusals[name]}
+                "seconds": round(seconds, 2),
+                "over_where_head_fits": over_where_head_fits(rows[name], unfit)[0],
+                "refused": refusals[name],
+            }
             print(f"{window // 1000}k {name}: {seconds:.1f} s", file=sys.stderr)
         everything[window] = rows
         if not args.json:
             requests = len(next(iter(rows.values())).rows)
-            fits = "; ".join(f"{name}: {over} / {n}" for name, (over, n) in
-                             ((name, over_where_head_fits(result, unfit)) for name, result in rows.items()))
-            where = (f" Traces whose system text, task and tools alone are over the window: {', '.join(sorted(unfit))}; over the "
-                     f"window where they fit: {fits}.") if unfit else ""
-            where += "".join(f" {name} would refuse {n} of the requests over the window as unable to fit (never sent)."
-                             for name, n in refusals.items() if n)
+            fits = "; ".join(
+                f"{name}: {over} / {n}" for name, (over, n) in ((name, over_where_head_fits(result, unfit)) for name, result in rows.items())
+            )
+            where = (
+                (
+                    f" Traces whose system text, task and tools alone are over the window: {', '.join(sorted(unfit))}; over the "
+                    f"window where they fit: {fits}."
+                )
+                if unfit
+                else ""
+            )
+            where += "".join(
+                f" {name} would refuse {n} of the requests over the window as unable to fit (never sent)." for name, n in refusals.items() if n
+            )
             print(f"{markdown_table(window, rows)}\n\n{len(traces)} traces, {requests} requests. {NOTES}{where}\n")
     if not args.json and len(everything) > 1:
         print(side_by_side(everything))

@@ -50,13 +50,18 @@ def probe(agents: int, small: int, top: int) -> None:
         fake = FakeUpstream()
         up = TestServer(make_fake_app(fake))
         await up.start_server()
-        cfg = config_for(f"http://127.0.0.1:{up.port}/v1", sessions={"max": small}, tokens={"cache_max": small, "prefix_max": small},
-                         notebook={"idle_seconds": 1.0})
+        cfg = config_for(
+            f"http://127.0.0.1:{up.port}/v1",
+            sessions={"max": small},
+            tokens={"cache_max": small, "prefix_max": small},
+            notebook={"idle_seconds": 1.0},
+        )
         srv = TestServer(make_app(cfg, default_steps(cfg), probe_upstream=False))
         await srv.start_server()
         url = f"http://127.0.0.1:{srv.port}/v1/chat/completions"
 
         async with aiohttp.ClientSession() as http:
+
             async def one(i: int) -> None:
                 body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"hello {i}"}]}
                 async with http.post(url, json=body, headers={"X-Ruyi-Agent": f"agent-{i}"}) as r:
@@ -85,7 +90,7 @@ def probe(agents: int, small: int, top: int) -> None:
         here = os.getcwd()
         for s in [s for s in stats if s.traceback[0].filename.startswith(here) and "/.venv/" not in s.traceback[0].filename][:top]:
             frame = s.traceback[0]
-            print(f"LINE {frame.filename[len(here) + 1:]}:{frame.lineno} {s.size_diff} {s.count_diff}")
+            print(f"LINE {frame.filename[len(here) + 1 :]}:{frame.lineno} {s.size_diff} {s.count_diff}")
         await srv.close()
         await up.close()
 
@@ -109,8 +114,24 @@ def main() -> None:
     print("|---|---:|---:|---|")
     for name, checkout in checkouts:
         env = {**os.environ, "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
-        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe", "--agents", str(args.agents), "--small",
-                              str(args.small), "--top", str(args.top)], cwd=checkout, env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--probe",
+                "--agents",
+                str(args.agents),
+                "--small",
+                str(args.small),
+                "--top",
+                str(args.top),
+            ],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         grew, per, lines = 0, "", []
         for line in out.stdout.splitlines():
             if line.startswith("GREW "):

@@ -32,8 +32,31 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
 
-WORDS = ("error", "warning", "request", "handler", "timeout", "retry", "queue", "worker", "socket", "commit", "build",
-         "test", "module", "config", "session", "token", "cache", "index", "write", "read", "line", "file", "path")
+WORDS = (
+    "error",
+    "warning",
+    "request",
+    "handler",
+    "timeout",
+    "retry",
+    "queue",
+    "worker",
+    "socket",
+    "commit",
+    "build",
+    "test",
+    "module",
+    "config",
+    "session",
+    "token",
+    "cache",
+    "index",
+    "write",
+    "read",
+    "line",
+    "file",
+    "path",
+)
 
 
 def free_port() -> int:
@@ -68,11 +91,29 @@ def body_of(n_bytes: int, messages: int) -> bytes:
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. Use the tools to inspect the repository."}]
     for i in range(messages // 3):
         msgs.append({"role": "user" if i == 0 else "assistant", "content": f"step {i}: look at the logs of worker {i} " + log_text(200, i)})
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function",
-                     "function": {"name": "read_file", "arguments": json.dumps({"path": f"logs/worker-{i}.log"})}}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": json.dumps({"path": f"logs/worker-{i}.log"})},
+                    }
+                ],
+            }
+        )
         msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": log_text(400, 10_000 + i)})
-    msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": "call_big", "type": "function",
-                 "function": {"name": "read_file", "arguments": json.dumps({"path": "logs/all.log"})}}]})
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_big", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": "logs/all.log"})}}
+            ],
+        }
+    )
     msgs.append({"role": "tool", "tool_call_id": "call_big", "content": ""})
     msgs.append({"role": "user", "content": "What failed first, and why?"})
     body = {"model": "gpt-4o", "messages": msgs}
@@ -104,8 +145,20 @@ async def measure(checkout: Path, upstream: str, data_dir: Path, raw: bytes) -> 
     shutil.rmtree(data_dir, ignore_errors=True)  # a fresh store each time
     port = free_port()
     env = {**os.environ, "RUYI_DATA_DIR": str(data_dir), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream,
-                                                cwd=checkout, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--upstream",
+        upstream,
+        cwd=checkout,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
@@ -145,7 +198,9 @@ async def main() -> None:
     upstream = f"http://127.0.0.1:{port}/v1"
     checkouts = ([("before", args.before.resolve())] if args.before is not None else []) + [("this", ROOT)]
     print(f"one chat body of {args.messages} messages and one huge tool output, answered once by a fresh ruyi serve\n")
-    print("| body MiB | ruyi | status | peak MiB at start | peak once answered | peak once settled | grew by | × body | resident after | answered in s |")
+    print(
+        "| body MiB | ruyi | status | peak MiB at start | peak once answered | peak once settled | grew by | × body | resident after | answered in s |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for mib in (int(m) for m in args.mib.split(",")):
@@ -154,8 +209,11 @@ async def main() -> None:
                 fake.received.clear()
                 r = await measure(checkout, upstream, args.data_dir / f"{name}-{mib}", raw)
                 grew = r["peak"] - r["start"]
-                print(f"| {mib} | {name} | {r['status']:.0f} | {r['start']:.0f} | {r['answered']:.0f} | {r['peak']:.0f} | {grew:.0f} | "
-                      f"{grew / (len(raw) / 2**20):.1f} | {r['resident']:.0f} | {r['seconds']:.1f} |", flush=True)
+                print(
+                    f"| {mib} | {name} | {r['status']:.0f} | {r['start']:.0f} | {r['answered']:.0f} | {r['peak']:.0f} | {grew:.0f} | "
+                    f"{grew / (len(raw) / 2**20):.1f} | {r['resident']:.0f} | {r['seconds']:.1f} |",
+                    flush=True,
+                )
     finally:
         await runner.cleanup()
 

@@ -39,13 +39,16 @@ def tool_output_body(size: int) -> dict[str, Any]:
         total += len(text)
         i += 1
     call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "cat worker.log"})}}
-    return {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "Why is the worker slow?"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "".join(lines)},
-        {"role": "user", "content": "Well?"},
-    ]}
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Why is the worker slow?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "".join(lines)},
+            {"role": "user", "content": "Well?"},
+        ],
+    }
 
 
 def big_body(limit: int) -> dict[str, Any]:

@@ -117,22 +117,33 @@ async def measure(targets: dict[str, str], pids: dict[str, int], n: int, rounds:
             base = statistics.median(lat["direct"])
             base99 = pct(lat["direct"], 0.99)
             for name in targets:
-                rows.append({
-                    "body": kind, "stream": stream, "concurrency": conc, "target": name,
-                    "median_ms": statistics.median(lat[name]), "added_median_ms": statistics.median(lat[name]) - base,
-                    "added_p99_ms": pct(lat[name], 0.99) - base99, "rps": statistics.median(rps[name]),
-                    "cpu_ms_per_request": 1000 * cpu[name] / (count * rounds),
-                })
+                rows.append(
+                    {
+                        "body": kind,
+                        "stream": stream,
+                        "concurrency": conc,
+                        "target": name,
+                        "median_ms": statistics.median(lat[name]),
+                        "added_median_ms": statistics.median(lat[name]) - base,
+                        "added_p99_ms": pct(lat[name], 0.99) - base99,
+                        "rps": statistics.median(rps[name]),
+                        "cpu_ms_per_request": 1000 * cpu[name] / (count * rounds),
+                    }
+                )
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = ["| body | stream | conc | target | median ms | added median ms | added p99 ms | req/s | server CPU ms/req |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| body | stream | conc | target | median ms | added median ms | added p99 ms | req/s | server CPU ms/req |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         cpu = "–" if r["target"] == "direct" else f"{r['cpu_ms_per_request']:.2f}"
-        out.append(f"| {r['body']} | {'yes' if r['stream'] else 'no'} | {r['concurrency']} | {r['target']} | {r['median_ms']:.2f} | "
-                   f"{r['added_median_ms']:.2f} | {r['added_p99_ms']:.2f} | {r['rps']:.0f} | {cpu} |")
+        out.append(
+            f"| {r['body']} | {'yes' if r['stream'] else 'no'} | {r['concurrency']} | {r['target']} | {r['median_ms']:.2f} | "
+            f"{r['added_median_ms']:.2f} | {r['added_p99_ms']:.2f} | {r['rps']:.0f} | {cpu} |"
+        )
     ratios = []
     for kind, stream, conc in SCENARIOS:
         sel = {r["target"]: r for r in rows if r["body"] == kind and r["stream"] == stream and r["concurrency"] == conc}
@@ -141,9 +152,11 @@ def table(rows: list[dict[str, Any]]) -> str:
             ruyi = float(sel[name]["added_median_ms"])
             throughput = float(sel[name]["rps"]) / float(sel["minimal"]["rps"])
             cpu_ratio = float(sel[name]["cpu_ms_per_request"]) / float(sel["minimal"]["cpu_ms_per_request"])
-            ratios.append(f"{kind} stream={'yes' if stream else 'no'} conc={conc} {name}: adds {ruyi:.2f} ms vs minimal {mini:.2f} ms "
-                          f"= {ruyi / mini if mini > 0 else float('nan'):.2f}x (+{ruyi - mini:.2f} ms); "
-                          f"throughput {throughput:.2f}x; CPU per request {cpu_ratio:.2f}x")
+            ratios.append(
+                f"{kind} stream={'yes' if stream else 'no'} conc={conc} {name}: adds {ruyi:.2f} ms vs minimal {mini:.2f} ms "
+                f"= {ruyi / mini if mini > 0 else float('nan'):.2f}x (+{ruyi - mini:.2f} ms); "
+                f"throughput {throughput:.2f}x; CPU per request {cpu_ratio:.2f}x"
+            )
     return "\n".join(out) + "\n\n" + "\n".join(f"- {r}" for r in ratios)
 
 

@@ -40,8 +40,20 @@ def peak_mib(pid: int) -> float:
 async def measure(checkout: Path, upstream: str, data_dir: Path) -> tuple[float, float, int]:
     port = free_port()
     env = {**os.environ, "RUYI_DATA_DIR": str(data_dir), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream,
-                                                cwd=checkout, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--upstream",
+        upstream,
+        cwd=checkout,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as http:

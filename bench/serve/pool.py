@@ -72,8 +72,10 @@ def main() -> None:
     def p(q: float) -> float:
         return ok[min(len(ok) - 1, int(q * len(ok)))] if ok else float("nan")
 
-    print(f"| {args.clients} | {len(ok)} | {len(refused)} | {statistics.median(ok) if ok else float('nan'):.2f} | {p(0.99):.2f} | "
-          f"{ok[-1] if ok else float('nan'):.2f} | {max(refused) if refused else float('nan'):.2f} |")
+    print(
+        f"| {args.clients} | {len(ok)} | {len(refused)} | {statistics.median(ok) if ok else float('nan'):.2f} | {p(0.99):.2f} | "
+        f"{ok[-1] if ok else float('nan'):.2f} | {max(refused) if refused else float('nan'):.2f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -95,8 +95,10 @@ def main() -> None:
     words = " ".join(f"w{i}" for i in range(args.words))
     procs = [fake_upstream(ports[0], chunk_delay=CHUNK_EVERY_S, reply=words), fake_upstream(ports[1])]
     try:
-        config = {"routes": [{"model": "stream-*", "url": f"http://127.0.0.1:{ports[0]}/v1", "kind": "openai"}],
-                  "window": {"models": {"gpt-4o*": 32000}}}
+        config = {
+            "routes": [{"model": "stream-*", "url": f"http://127.0.0.1:{ports[0]}/v1", "kind": "openai"}],
+            "window": {"models": {"gpt-4o*": 32000}},
+        }
         procs.append(ruyi(ports[2], f"http://127.0.0.1:{ports[1]}/v1", config, args.root))
         url = f"http://127.0.0.1:{ports[2]}"
         gaps: list[float] = []
@@ -108,12 +110,16 @@ def main() -> None:
     finally:
         stop(procs)
     ordered = sorted(gaps)
-    print(f"root {args.root}: {args.rounds} rounds, a stream of {args.words} events every {CHUNK_EVERY_S * 1000:.0f} ms "
-          f"beside {args.requests} cold long requests ({len(trace)} messages)")
+    print(
+        f"root {args.root}: {args.rounds} rounds, a stream of {args.words} events every {CHUNK_EVERY_S * 1000:.0f} ms "
+        f"beside {args.requests} cold long requests ({len(trace)} messages)"
+    )
     print("| gaps | median ms | p99 ms | max ms | gaps over 80 ms | long requests, median ms | max ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| {len(gaps)} | {statistics.median(gaps):.1f} | {ordered[int(0.99 * (len(ordered) - 1))]:.1f} | {ordered[-1]:.1f} | "
-          f"{sum(g > 80 for g in gaps)} | {statistics.median(latencies):.0f} | {max(latencies):.0f} |")
+    print(
+        f"| {len(gaps)} | {statistics.median(gaps):.1f} | {ordered[int(0.99 * (len(ordered) - 1))]:.1f} | {ordered[-1]:.1f} | "
+        f"{sum(g > 80 for g in gaps)} | {statistics.median(latencies):.0f} | {max(latencies):.0f} |"
+    )
 
 
 if __name__ == "__main__":

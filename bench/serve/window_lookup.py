@@ -44,16 +44,24 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
 
 
 def ruyi(upstream: str, kind: str, data_dir: str, **window: Any) -> web.Application:
-    overrides = {"default_route.url": upstream + ("/v1" if kind == "openai" else ""), "default_route.kind": kind,
-                 "store.backend": "memory", "store.data_dir": data_dir, "logging.level": "warning"}
+    overrides = {
+        "default_route.url": upstream + ("/v1" if kind == "openai" else ""),
+        "default_route.kind": kind,
+        "store.backend": "memory",
+        "store.data_dir": data_dir,
+        "logging.level": "warning",
+    }
     overrides.update({f"window.{k}": v for k, v in window.items()})
     cfg = load_config(None, {}, overrides)
     return make_app(cfg, default_steps(cfg), probe_upstream=False)
 
 
 async def one(http: aiohttp.ClientSession, url: str, kind: str, model: str) -> float:
-    path, body = ("/api/chat", {"model": model, "messages": MESSAGES, "stream": False}) if kind == "ollama" else (
-        "/v1/chat/completions", {"model": model, "messages": MESSAGES})
+    path, body = (
+        ("/api/chat", {"model": model, "messages": MESSAGES, "stream": False})
+        if kind == "ollama"
+        else ("/v1/chat/completions", {"model": model, "messages": MESSAGES})
+    )
     started = time.perf_counter()
     async with http.post(url + path, json=body) as resp:
         await resp.read()
@@ -89,8 +97,15 @@ async def main(n: int, rounds: int) -> list[dict[str, Any]]:
     for runner in runners:
         await runner.cleanup()
     base = statistics.median(first["ollama route, /api/show"])
-    return [{"target": name, "first_ms": round(statistics.median(first[name]), 3), "later_ms": round(statistics.median(later[name]), 3),
-             "first_vs_show": round(statistics.median(first[name]) / base, 2)} for name in targets]
+    return [
+        {
+            "target": name,
+            "first_ms": round(statistics.median(first[name]), 3),
+            "later_ms": round(statistics.median(later[name]), 3),
+            "first_vs_show": round(statistics.median(first[name]) / base, 2),
+        }
+        for name in targets
+    ]
 
 
 if __name__ == "__main__":

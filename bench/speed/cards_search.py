@@ -19,11 +19,28 @@ from memory.cards.index import CardIndex
 from memory.cards.keywords import keywords_from
 from memory.cards.rules import ProjectRules
 
-WORDS = ("sqlite wal checkpoint redis cache retry backoff pytest fixture asyncio event loop token window archive summary "
-         "prompt cache anthropic openai ollama stream chunk parser config yaml docker compose deploy migration schema index "
-         "query latency budget tier prune dedup supersede placeholder anchor notebook snapshot agent session").split()
-IDENTIFIERS = ("CardIndex", "load_config", "SessionRegistry", "max_inject", "HTTP", "WAL", "JSONDecodeError", "ProxyError",
-               "retry_after", "num_ctx", "ClientSession", "prefix_cache", "ArchiveStep", "S0Options", "TTL")
+WORDS = (
+    "sqlite wal checkpoint redis cache retry backoff pytest fixture asyncio event loop token window archive summary "
+    "prompt cache anthropic openai ollama stream chunk parser config yaml docker compose deploy migration schema index "
+    "query latency budget tier prune dedup supersede placeholder anchor notebook snapshot agent session"
+).split()
+IDENTIFIERS = (
+    "CardIndex",
+    "load_config",
+    "SessionRegistry",
+    "max_inject",
+    "HTTP",
+    "WAL",
+    "JSONDecodeError",
+    "ProxyError",
+    "retry_after",
+    "num_ctx",
+    "ClientSession",
+    "prefix_cache",
+    "ArchiveStep",
+    "S0Options",
+    "TTL",
+)
 
 
 def vocabulary(rng: random.Random, size: int) -> list[str]:

@@ -75,13 +75,15 @@ def main() -> None:
     alone: dict[str, list[float]] = {"this": [], "before": []}
     wires: list[str] = []
     for trace in traces:
-        ruyis = {"this": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens)),
-                 "before": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens))}
+        ruyis = {
+            "this": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens)),
+            "before": OfflineRuyi(config, "gpt-4", args.window, TokenCounter(config.tokens)),
+        }
         ruyis["before"].fingerprinter = old_kind()
         for n, request in enumerate(requests_of(trace)):
             wire = json.dumps(request)
             wires.append(wire)
-            for name in (("this", "before") if n % 2 else ("before", "this")):
+            for name in ("this", "before") if n % 2 else ("before", "this"):
                 body = json.loads(wire)
                 started = time.perf_counter()
                 ruyis[name](body, trace.tools)
@@ -100,11 +102,12 @@ def main() -> None:
     for name in ("before", "this"):
         values = sorted(rewrite[name])
         kept, spent = memory[name]
-        print(f"| {name} | {statistics.median(values):.3f} | {values[int(0.9 * (len(values) - 1))]:.3f} "
-              f"| {statistics.median(alone[name]):.3f} | {kept / 2**20:.2f} MiB | {spent:.0f} |")
+        print(
+            f"| {name} | {statistics.median(values):.3f} | {values[int(0.9 * (len(values) - 1))]:.3f} "
+            f"| {statistics.median(alone[name]):.3f} | {kept / 2**20:.2f} MiB | {spent:.0f} |"
+        )
     ratio = statistics.median(rewrite["this"]) / statistics.median(rewrite["before"])
-    print(f"\nrewrite median, this / before: {ratio:.2f}×; memory held, this / before: "
-          f"{memory['this'][0] / max(1, memory['before'][0]):.3f}×")
+    print(f"\nrewrite median, this / before: {ratio:.2f}×; memory held, this / before: {memory['this'][0] / max(1, memory['before'][0]):.3f}×")
 
 
 if __name__ == "__main__":

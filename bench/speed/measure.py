@@ -102,14 +102,15 @@ def main() -> None:
     speed = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000 * 1e6
     ms = 1000.0
     print(f"### Measuring a request — `{name}`\n")
-    print(f"{len(messages)} messages, {total_tokens} tokens ({model}), {len(requests)} requests; "
-          f"median of {args.repeat} runs; measure = fingerprint + count tokens + resolve session + tier. "
-          f"Machine: `sum(range(1000))` takes {speed:.1f} µs here (a recent laptop: ≈10 µs).\n")
+    print(
+        f"{len(messages)} messages, {total_tokens} tokens ({model}), {len(requests)} requests; "
+        f"median of {args.repeat} runs; measure = fingerprint + count tokens + resolve session + tier. "
+        f"Machine: `sum(range(1000))` takes {speed:.1f} µs here (a recent laptop: ≈10 µs).\n"
+    )
     print("| case | time | target |")
     print("|---|---|---|")
     print(f"| cold: all {len(messages)} messages unseen | {statistics.median(cold) * ms:.2f} ms | < 60 ms |")
-    print(f"| warm: previous request seen, {len(messages) - len(requests[-2])} new messages "
-          f"| {statistics.median(warm) * ms:.3f} ms | < 2 ms |")
+    print(f"| warm: previous request seen, {len(messages) - len(requests[-2])} new messages | {statistics.median(warm) * ms:.3f} ms | < 2 ms |")
     print(f"| start-up, once: tiktoken encoding + litellm model map | {start_up * ms:.0f} ms | — |")
     per_request = [[statistics.median(curve[i][k] for curve in curves) * 1e6 for k in range(3)] for i in range(len(requests))]
     half = len(requests) // 2

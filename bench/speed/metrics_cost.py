@@ -22,11 +22,23 @@ from config.schema import Route
 from proxy.observe.metrics import RequestMetrics, route_labels
 
 DEFAULT = Route(url="http://127.0.0.1:11434/v1", kind="openai")
-ROUTES = (Route(model="gpt-*", url="https://api.openai.com/v1", kind="openai"), Route(model="claude-*", url="https://api.anthropic.com", kind="anthropic"))
+ROUTES = (
+    Route(model="gpt-*", url="https://api.openai.com/v1", kind="openai"),
+    Route(model="claude-*", url="https://api.anthropic.com", kind="anthropic"),
+)
 FACTS = {  # what the access event carries for a request that ran a batch
-    "session": "8e30540f4bab296a", "tokens_before": 14397, "tokens_after": 4686, "tier": "archive", "window": 12000,
-    "dcp": {"request": 2, "applied": True, "batch": "applied", "strategies": {"dedup": {"items": 5, "tokens_saved": 9711}},
-            "in_force": {"items": 0, "tokens_saved": 0}},
+    "session": "8e30540f4bab296a",
+    "tokens_before": 14397,
+    "tokens_after": 4686,
+    "tier": "archive",
+    "window": 12000,
+    "dcp": {
+        "request": 2,
+        "applied": True,
+        "batch": "applied",
+        "strategies": {"dedup": {"items": 5, "tokens_saved": 9711}},
+        "in_force": {"items": 0, "tokens_saved": 0},
+    },
 }
 QUIET = {"session": "8e30540f4bab296a", "tokens_before": 4000, "tokens_after": 4000, "tier": "normal", "dcp": {"batch": "none", "in_force_tokens": 0}}
 

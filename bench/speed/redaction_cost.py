@@ -19,12 +19,14 @@ from redaction.redact import redact, ruleset
 
 # strategies/placeholder.py's redact_secrets before this change (it redacted refs only), for comparison.
 _SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
-    ("private_key", ("PRIVATE KEY-----",),
-     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
+    ("private_key", ("PRIVATE KEY-----",), re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)),
     ("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
     ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
-    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    (
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+    ),
     ("aws_access_key", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("google_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
     ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
@@ -68,10 +70,27 @@ def _may_match(text: str, needles: tuple[str, ...], pattern: re.Pattern[str]) ->
 OLD_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
 OLD_KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|sk-ant-[A-Za-z0-9_-]{8,})\b")
 EVENT = {
-    "event": "request_done", "request_id": "5f0c2a9e8b7d4c1f9e3a6b2d8c4f1a7e", "method": "POST", "path": "/v1/chat/completions",
-    "upstream": "http://127.0.0.1:11434", "model": "qwen3:8b", "status": 200, "streamed": True, "upstream_ms": 812.4,
-    "total_ms": 815.9, "bytes_in": 183422, "bytes_out": 5120, "mode": "on", "session": "a1b2c3d4e5f60718", "session_how": "continued",
-    "tokens_before": 28411, "tokens_after": 19377, "tier": "prune", "window": 32768, "window_source": "request", "usage": 0.87,
+    "event": "request_done",
+    "request_id": "5f0c2a9e8b7d4c1f9e3a6b2d8c4f1a7e",
+    "method": "POST",
+    "path": "/v1/chat/completions",
+    "upstream": "http://127.0.0.1:11434",
+    "model": "qwen3:8b",
+    "status": 200,
+    "streamed": True,
+    "upstream_ms": 812.4,
+    "total_ms": 815.9,
+    "bytes_in": 183422,
+    "bytes_out": 5120,
+    "mode": "on",
+    "session": "a1b2c3d4e5f60718",
+    "session_how": "continued",
+    "tokens_before": 28411,
+    "tokens_after": 19377,
+    "tier": "prune",
+    "window": 32768,
+    "window_source": "request",
+    "usage": 0.87,
     "dcp": {"batch": "applied", "strategies": {"dedup": {"items": 3, "tokens_saved": 2210}, "discard": {"items": 9, "tokens_saved": 6824}}},
 }
 
@@ -136,8 +155,12 @@ def main() -> None:
     print(f"tool outputs of the public traces: {len(texts)} texts, {size:.1f} MB, {changed} changed by redaction\n")
     print("| what | before | after | ratio |")
     print("|---|---:|---:|---:|")
-    print(f"| every tool output (before: redact_secrets, refs only), ms per MB | {old * 1000 / size:.1f} | {new * 1000 / size:.1f} | {new / old:.1f}× |")
-    print(f"| one access event through the log processor (before: bearer and sk- only), µs | {event_old * 1e6:.1f} | {event_new * 1e6:.1f} | {event_new / event_old:.1f}× |")
+    print(
+        f"| every tool output (before: redact_secrets, refs only), ms per MB | {old * 1000 / size:.1f} | {new * 1000 / size:.1f} | {new / old:.1f}× |"
+    )
+    print(
+        f"| one access event through the log processor (before: bearer and sk- only), µs | {event_old * 1e6:.1f} | {event_new * 1e6:.1f} | {event_new / event_old:.1f}× |"
+    )
     print(f"\nmedian output: {statistics.median(len(t) for t in texts)} characters")
 
 

@@ -48,7 +48,12 @@ from tests.fake_upstream import FakeUpstream, make_fake_app
 INSTRUCTIONS = "You are Codex, a coding agent. Run commands with the shell tool; keep going until the task is done."
 DEVELOPER = "<permissions instructions>Commands run in a sandbox; the workspace is writable.</permissions instructions>"
 TASK = "Find why the nightly report is slow and fix it; run the tests when done."
-SHELL = {"type": "function", "name": "shell", "description": "Run a command.", "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}}}}
+SHELL = {
+    "type": "function",
+    "name": "shell",
+    "description": "Run a command.",
+    "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}}},
+}
 
 
 def output_of(step: int) -> str:
@@ -59,19 +64,32 @@ def output_of(step: int) -> str:
 def responses_body(steps: int) -> dict[str, Any]:
     items: list[dict[str, Any]] = [
         {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": DEVELOPER}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": TASK}]}]
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": TASK}]},
+    ]
     for s in range(steps):
-        items += [{"type": "function_call", "call_id": f"call_{s}", "name": "shell", "arguments": json.dumps({"command": ["cat", f"src/report_{s}.py"]})},
-                  {"type": "function_call_output", "call_id": f"call_{s}", "output": output_of(s)}]
+        items += [
+            {"type": "function_call", "call_id": f"call_{s}", "name": "shell", "arguments": json.dumps({"command": ["cat", f"src/report_{s}.py"]})},
+            {"type": "function_call_output", "call_id": f"call_{s}", "output": output_of(s)},
+        ]
     return {"model": "gpt-5-codex", "instructions": INSTRUCTIONS, "input": items, "tools": [SHELL], "store": False, "stream": False}
 
 
 def chat_body(steps: int) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": INSTRUCTIONS}, {"role": "system", "content": DEVELOPER},
-                                      {"role": "user", "content": TASK}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "system", "content": DEVELOPER},
+        {"role": "user", "content": TASK},
+    ]
     for s in range(steps):
-        call = {"id": f"call_{s}", "type": "function", "function": {"name": "shell", "arguments": json.dumps({"command": ["cat", f"src/report_{s}.py"]})}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": f"call_{s}", "content": output_of(s)}]
+        call = {
+            "id": f"call_{s}",
+            "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"command": ["cat", f"src/report_{s}.py"]})},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{s}", "content": output_of(s)},
+        ]
     tools = [{"type": "function", "function": {"name": "shell", "description": SHELL["description"], "parameters": SHELL["parameters"]}}]
     return {"model": "gpt-5-codex", "messages": messages, "tools": tools, "stream": False}
 
@@ -129,8 +147,15 @@ async def run(args: argparse.Namespace) -> None:
     upstream_runner, upstream = await start(make_fake_app(fake))
     data = Path(tempfile.mkdtemp(prefix="ruyi-bench-"))
     audit = data / "audit.jsonl"
-    overrides = {"default_route.url": upstream + "/v1", "default_route.kind": "openai", "window.models": {"gpt-5*": args.window},
-                 "audit.path": str(audit), "store.data_dir": str(data / "store"), "logging.level": "warning", **json.loads(os.environ.get("RUYI_BENCH_OVERRIDES", "{}"))}
+    overrides = {
+        "default_route.url": upstream + "/v1",
+        "default_route.kind": "openai",
+        "window.models": {"gpt-5*": args.window},
+        "audit.path": str(audit),
+        "store.data_dir": str(data / "store"),
+        "logging.level": "warning",
+        **json.loads(os.environ.get("RUYI_BENCH_OVERRIDES", "{}")),
+    }
     cfg = load_config(None, {"RUYI_DATA_DIR": str(data / "store")}, overrides)
     ruyi_runner, ruyi = await start(make_app(cfg, default_steps(cfg), probe_upstream=False), **server_options(cfg))
     wall: dict[str, list[tuple[int, float]]] = {f"{d} via {w}": [] for d in DIALECTS for w in ("ruyi", "direct")}
@@ -170,14 +195,18 @@ async def run(args: argparse.Namespace) -> None:
     for name in DIALECTS:
         print(row(f"{name}, warm, last 10 requests (≈{final[name][0]} {'items' if name == 'responses' else 'messages'})", last[name]))
     for name in DIALECTS:
-        print(row(f"{name}, warm, every request", [ms for _, ms, _ in ruyi_ms[(name, 'warm')]]))
+        print(row(f"{name}, warm, every request", [ms for _, ms, _ in ruyi_ms[(name, "warm")]]))
     for name in DIALECTS:
-        print(row(f"{name}, warm, the whole conversation again ×{args.repeats}", [ms for _, ms, _ in ruyi_ms[(name, 'again')]]))
+        print(row(f"{name}, warm, the whole conversation again ×{args.repeats}", [ms for _, ms, _ in ruyi_ms[(name, "again")]]))
     for name in DIALECTS:
-        print(row(f"{name}, cold (new session), whole conversation", [ms for _, ms, _ in ruyi_ms[(name, 'cold')]]))
+        print(row(f"{name}, cold (new session), whole conversation", [ms for _, ms, _ in ruyi_ms[(name, "cold")]]))
     ratio_last = statistics.median(last["responses"]) / statistics.median(last["chat"])
-    ratio_again = statistics.median(ms for _, ms, _ in ruyi_ms[("responses", "again")]) / statistics.median(ms for _, ms, _ in ruyi_ms[("chat", "again")])
-    ratio_cold = statistics.median(ms for _, ms, _ in ruyi_ms[("responses", "cold")]) / statistics.median(ms for _, ms, _ in ruyi_ms[("chat", "cold")])
+    ratio_again = statistics.median(ms for _, ms, _ in ruyi_ms[("responses", "again")]) / statistics.median(
+        ms for _, ms, _ in ruyi_ms[("chat", "again")]
+    )
+    ratio_cold = statistics.median(ms for _, ms, _ in ruyi_ms[("responses", "cold")]) / statistics.median(
+        ms for _, ms, _ in ruyi_ms[("chat", "cold")]
+    )
     print(f"\nResponses / chat, Ruyi's time: warm last 10 ×{ratio_last:.2f}, again ×{ratio_again:.2f}, cold ×{ratio_cold:.2f}\n")
     print("the client's wall time, last 10 requests, ms (through Ruyi / straight to the fake upstream):\n")
     print("| request | median | p90 | max |")

@@ -60,8 +60,12 @@ def main() -> None:
     print("| measure | median ms | p90 ms | max ms |")
     print("|---|---:|---:|---:|")
     last_warm = [ms for end, ms, _ in warm if end >= len(last) - 10]
-    for label, values in (("warm, last requests (≈270 messages)", last_warm), ("warm, second half, no batch", no_batch),
-                          ("warm, every request", [ms for _, ms, _ in warm]), ("cold, last request", cold)):
+    for label, values in (
+        ("warm, last requests (≈270 messages)", last_warm),
+        ("warm, second half, no batch", no_batch),
+        ("warm, every request", [ms for _, ms, _ in warm]),
+        ("cold, last request", cold),
+    ):
         if values:
             ordered = sorted(values)
             print(f"| {label} | {statistics.median(values):.2f} | {ordered[int(0.9 * (len(ordered) - 1))]:.2f} | {ordered[-1]:.2f} |")

@@ -58,57 +58,58 @@ class ToolSpec:
 
 _PATHS = ("filePath", "file_path", "absolute_path", "path")
 _VIEW = (("view", "read"), ("create", "write"), ("str_replace", "edit"), ("insert", "edit"), ("undo_edit", "edit"))
-DEFAULT_TOOLS: Mapping[str, ToolSpec] = MappingProxyType({
-    # Claude Code
-    "Read": ToolSpec("read", ("file_path",), offset="offset", limit="limit"),
-    "Write": ToolSpec("write", ("file_path",)),
-    "Edit": ToolSpec("edit", ("file_path",), shows_file=True),
-    "MultiEdit": ToolSpec("edit", ("file_path",)),
-    "NotebookEdit": ToolSpec("edit", ("notebook_path",)),
-    "Grep": ToolSpec("search", ("path",), pattern="pattern"),
-    "Glob": ToolSpec("list", ("path",), pattern="pattern"),
-    "LS": ToolSpec("list", ("path",)),
-    "Bash": ToolSpec("shell", command="command"),
-    # opencode (edit also serves SWE-agent's search/replace edit on the open file)
-    "read": ToolSpec("read", _PATHS, offset="offset", limit="limit", offset_base=0),
-    "write": ToolSpec("write", _PATHS),
-    "edit": ToolSpec("edit", _PATHS, open_file=True, shows_file=True),
-    "multiedit": ToolSpec("edit", _PATHS),
-    "patch": ToolSpec("edit", patch="patchText"),
-    "grep": ToolSpec("search", ("path",), pattern="pattern"),
-    "glob": ToolSpec("list", ("path",), pattern="pattern"),
-    "list": ToolSpec("list", ("path",)),
-    "bash": ToolSpec("shell", command="command"),
-    # OpenHands
-    "str_replace_editor": ToolSpec("edit", ("path",), subcommand="command", subkinds=_VIEW, view_range="view_range",
-                                   shows_file=True),
-    "execute_bash": ToolSpec("shell", command="command"),
-    # SWE-agent function calling
-    "open": ToolSpec("read", ("path",), window=True, shows_file=True),
-    "goto": ToolSpec("read", open_file=True, window=True, shows_file=True),
-    "scroll_up": ToolSpec("read", open_file=True, window=True, shows_file=True),
-    "scroll_down": ToolSpec("read", open_file=True, window=True, shows_file=True),
-    "create": ToolSpec("write", ("filename", "path"), shows_file=True),
-    "insert": ToolSpec("edit", open_file=True, shows_file=True),
-    "find_file": ToolSpec("search", ("dir",), pattern="file_name"),
-    "search_file": ToolSpec("search", ("file",), pattern="search_term", open_file=True),
-    "search_dir": ToolSpec("search", ("dir",), pattern="search_term"),
-    # Codex
-    "shell": ToolSpec("shell", command="command", workdir="workdir"),
-    "apply_patch": ToolSpec("edit", patch="input"),
-    # Gemini CLI and Cline
-    "read_file": ToolSpec("read", _PATHS, offset="offset", limit="limit", offset_base=0),
-    "write_file": ToolSpec("write", _PATHS),
-    "write_to_file": ToolSpec("write", _PATHS),
-    "replace": ToolSpec("edit", _PATHS),
-    "replace_in_file": ToolSpec("edit", _PATHS),
-    "search_file_content": ToolSpec("search", ("path",), pattern="pattern"),
-    "search_files": ToolSpec("search", ("path",), pattern="regex"),
-    "list_directory": ToolSpec("list", ("path",)),
-    "list_files": ToolSpec("list", ("path",)),
-    "run_shell_command": ToolSpec("shell", command="command"),
-    "execute_command": ToolSpec("shell", command="command"),
-})
+DEFAULT_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
+    {
+        # Claude Code
+        "Read": ToolSpec("read", ("file_path",), offset="offset", limit="limit"),
+        "Write": ToolSpec("write", ("file_path",)),
+        "Edit": ToolSpec("edit", ("file_path",), shows_file=True),
+        "MultiEdit": ToolSpec("edit", ("file_path",)),
+        "NotebookEdit": ToolSpec("edit", ("notebook_path",)),
+        "Grep": ToolSpec("search", ("path",), pattern="pattern"),
+        "Glob": ToolSpec("list", ("path",), pattern="pattern"),
+        "LS": ToolSpec("list", ("path",)),
+        "Bash": ToolSpec("shell", command="command"),
+        # opencode (edit also serves SWE-agent's search/replace edit on the open file)
+        "read": ToolSpec("read", _PATHS, offset="offset", limit="limit", offset_base=0),
+        "write": ToolSpec("write", _PATHS),
+        "edit": ToolSpec("edit", _PATHS, open_file=True, shows_file=True),
+        "multiedit": ToolSpec("edit", _PATHS),
+        "patch": ToolSpec("edit", patch="patchText"),
+        "grep": ToolSpec("search", ("path",), pattern="pattern"),
+        "glob": ToolSpec("list", ("path",), pattern="pattern"),
+        "list": ToolSpec("list", ("path",)),
+        "bash": ToolSpec("shell", command="command"),
+        # OpenHands
+        "str_replace_editor": ToolSpec("edit", ("path",), subcommand="command", subkinds=_VIEW, view_range="view_range", shows_file=True),
+        "execute_bash": ToolSpec("shell", command="command"),
+        # SWE-agent function calling
+        "open": ToolSpec("read", ("path",), window=True, shows_file=True),
+        "goto": ToolSpec("read", open_file=True, window=True, shows_file=True),
+        "scroll_up": ToolSpec("read", open_file=True, window=True, shows_file=True),
+        "scroll_down": ToolSpec("read", open_file=True, window=True, shows_file=True),
+        "create": ToolSpec("write", ("filename", "path"), shows_file=True),
+        "insert": ToolSpec("edit", open_file=True, shows_file=True),
+        "find_file": ToolSpec("search", ("dir",), pattern="file_name"),
+        "search_file": ToolSpec("search", ("file",), pattern="search_term", open_file=True),
+        "search_dir": ToolSpec("search", ("dir",), pattern="search_term"),
+        # Codex
+        "shell": ToolSpec("shell", command="command", workdir="workdir"),
+        "apply_patch": ToolSpec("edit", patch="input"),
+        # Gemini CLI and Cline
+        "read_file": ToolSpec("read", _PATHS, offset="offset", limit="limit", offset_base=0),
+        "write_file": ToolSpec("write", _PATHS),
+        "write_to_file": ToolSpec("write", _PATHS),
+        "replace": ToolSpec("edit", _PATHS),
+        "replace_in_file": ToolSpec("edit", _PATHS),
+        "search_file_content": ToolSpec("search", ("path",), pattern="pattern"),
+        "search_files": ToolSpec("search", ("path",), pattern="regex"),
+        "list_directory": ToolSpec("list", ("path",)),
+        "list_files": ToolSpec("list", ("path",)),
+        "run_shell_command": ToolSpec("shell", command="command"),
+        "execute_command": ToolSpec("shell", command="command"),
+    }
+)
 
 
 def tools_from_mapping(data: Mapping[str, Mapping[str, Any]] | None) -> Mapping[str, ToolSpec]:
@@ -239,8 +240,18 @@ def _shell(name: str, spec: ToolSpec, args: Mapping[str, Any], state: ClassifySt
         kind, path = "edit", next((w for w in writes if w != "*"), None)
     key = read_key(path, parsed.range, parsed.selector) if kind == "read" else f"{name}\x1f{parsed.key}\x1f{path}"
     label = _clip(command.strip().split("\n", 1)[0])
-    return ToolAction(kind, path, parsed.range, key, parsed.selector, tuple(dict.fromkeys(writes)), parsed.pattern,
-                      label, parsed.shows_file, parsed.selector == "window")
+    return ToolAction(
+        kind,
+        path,
+        parsed.range,
+        key,
+        parsed.selector,
+        tuple(dict.fromkeys(writes)),
+        parsed.pattern,
+        label,
+        parsed.shows_file,
+        parsed.selector == "window",
+    )
 
 
 def observe(action: ToolAction, output: str | None, state: ClassifyState) -> ToolAction:

@@ -208,8 +208,7 @@ def _stage(words: list[str], held: dict[str, str], bodies: object) -> Stage:
 def _stage_key(argv: list[str], redirects: list[tuple[str, str]]) -> str:
     """A stage as canonical text: argv, redirects, and a checksum standing for each heredoc body."""
     parts = [shlex.join(argv)]
-    parts += [f"{op} #{zlib.crc32(target.encode('utf-8', 'surrogatepass')):08x}" if op == "<<" else f"{op} {target}"
-              for op, target in redirects]
+    parts += [f"{op} #{zlib.crc32(target.encode('utf-8', 'surrogatepass')):08x}" if op == "<<" else f"{op} {target}" for op, target in redirects]
     return " ".join(parts)
 
 
@@ -223,8 +222,9 @@ def _pipeline(stages: list[Stage], cwd: str | None) -> Effect:
     effect = commands.command(argv, redirects, cwd)
     if effect.kind == "subshell":
         inner = parse_shell(effect.selector or "", cwd)
-        effect = Effect(inner.kind, inner.path, inner.range, inner.selector, inner.writes, inner.pattern,
-                        inner.uses, inner.applies, inner.script_writes)
+        effect = Effect(
+            inner.kind, inner.path, inner.range, inner.selector, inner.writes, inner.pattern, inner.uses, inner.applies, inner.script_writes
+        )
     for argv, redirects in stages[1:]:
         effect = commands.filtered(effect, argv, redirects, cwd)
     return effect

@@ -12,15 +12,67 @@ from conversation.actions.effect import END, Effect, command_name, positional, r
 WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _PREFIXES = frozenset({"sudo", "nohup", "command", "exec", "time", "builtin", "stdbuf", "nice"})
 _BENIGN = frozenset(
-    {"echo", "printf", "true", "false", ":", "pwd", "sleep", "clear", "export", "unset", "set", "mkdir", "chmod",
-     "chown", "which", "type", "source", ".", "date", "whoami", "hostname", "history", "alias", "ulimit"}
+    {
+        "echo",
+        "printf",
+        "true",
+        "false",
+        ":",
+        "pwd",
+        "sleep",
+        "clear",
+        "export",
+        "unset",
+        "set",
+        "mkdir",
+        "chmod",
+        "chown",
+        "which",
+        "type",
+        "source",
+        ".",
+        "date",
+        "whoami",
+        "hostname",
+        "history",
+        "alias",
+        "ulimit",
+    }
 )
 _READERS = frozenset({"cat", "nl", "less", "more", "bat", "batcat"})
 _SEARCHERS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack"})
 _FILTERS = frozenset({"wc", "sort", "uniq", "cut", "awk", "tr", "column", "fold", "jq", "rev", "expand"}) | _SEARCHERS
-_GREP_VALUED = frozenset({"-e", "-f", "-m", "-A", "-B", "-C", "-d", "-D", "--include", "--exclude", "--exclude-dir",
-                          "--regexp", "--file", "--max-count", "--context", "--after-context", "--before-context",
-                          "-g", "--glob", "-t", "--type", "-T", "--type-not", "-j", "--max-depth", "-M", "--iglob"})
+_GREP_VALUED = frozenset(
+    {
+        "-e",
+        "-f",
+        "-m",
+        "-A",
+        "-B",
+        "-C",
+        "-d",
+        "-D",
+        "--include",
+        "--exclude",
+        "--exclude-dir",
+        "--regexp",
+        "--file",
+        "--max-count",
+        "--context",
+        "--after-context",
+        "--before-context",
+        "-g",
+        "--glob",
+        "-t",
+        "--type",
+        "-T",
+        "--type-not",
+        "-j",
+        "--max-depth",
+        "-M",
+        "--iglob",
+    }
+)
 _SED_LINES = re.compile(r"^\s*(\d+)\s*(?:,\s*(\d+|\$)\s*)?p\s*$")
 Transform = tuple[str, int, int] | str | None
 
@@ -137,8 +189,9 @@ def command(argv: list[str], redirects: list[tuple[str, str]], cwd: str | None) 
     heredoc = next((t for op, t in redirects if op in {"<<", "<<<"}), None)
     stdin = next((t for op, t in redirects if op == "<"), None)
     effect = _first(name, args, cwd, heredoc, stdin)
-    targets = [resolve(t, cwd) for op, t in redirects
-               if op in WRITE_REDIRECTS and t and not t.startswith("&") and not t.isdigit() and t != "/dev/null"]
+    targets = [
+        resolve(t, cwd) for op, t in redirects if op in WRITE_REDIRECTS and t and not t.startswith("&") and not t.isdigit() and t != "/dev/null"
+    ]
     if not targets:
         return effect
     sw = list(effect.script_writes)
@@ -146,8 +199,15 @@ def command(argv: list[str], redirects: list[tuple[str, str]], cwd: str | None) 
         sw += shell_writes.script_writes(targets[0], heredoc)
     appends = all(op == ">>" for op, _ in redirects if op in WRITE_REDIRECTS)
     kind = "edit" if effect.kind == "edit" or appends else "write"
-    return replace(effect, kind=kind, path=effect.path if effect.kind == "edit" else targets[0], range=None,
-                   selector=None, writes=[*effect.writes, *targets], script_writes=sw)
+    return replace(
+        effect,
+        kind=kind,
+        path=effect.path if effect.kind == "edit" else targets[0],
+        range=None,
+        selector=None,
+        writes=[*effect.writes, *targets],
+        script_writes=sw,
+    )
 
 
 def _first(name: str, args: list[str], cwd: str | None, heredoc: str | None, stdin: str | None) -> Effect:
@@ -263,5 +323,4 @@ def filtered(effect: Effect, argv: list[str], redirects: list[tuple[str, str]], 
         grep = search(name, args, cwd) if name in _SEARCHERS else None
         narrowed = replace(effect, pattern=grep.pattern) if grep is not None and grep.kind == "filter" else effect
         return compose(narrowed, shlex.join(argv))
-    return Effect("other", writes=effect.writes, uses=effect.uses, applies=effect.applies,
-                  script_writes=effect.script_writes)
+    return Effect("other", writes=effect.writes, uses=effect.uses, applies=effect.applies, script_writes=effect.script_writes)

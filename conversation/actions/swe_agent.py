@@ -7,10 +7,7 @@ import shlex
 
 from conversation.actions.effect import Effect, resolve
 
-COMMANDS = frozenset(
-    {"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "find_file", "search_file", "search_dir",
-     "submit"}
-)
+COMMANDS = frozenset({"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "find_file", "search_file", "search_dir", "submit"})
 _FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
 _OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.MULTILINE)
 _CURRENT_DIR = re.compile(r"^\(Current directory: (.+?)\)\s*$", re.MULTILINE)

@@ -8,15 +8,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TYPES: dict[str, str] = {
-    "D": "decision", "C": "constraint", "I": "interface", "P": "problem", "M": "pattern",
-    "U": "user preference", "CK": "checklist", "DN": "domain note",
+    "D": "decision",
+    "C": "constraint",
+    "I": "interface",
+    "P": "problem",
+    "M": "pattern",
+    "U": "user preference",
+    "CK": "checklist",
+    "DN": "domain note",
 }
 """Anchor types by prefix (seed 000)."""
 STATUSES = ("active", "pending", "obsolete")
 REQUIRED = ("decision", "alternatives", "why", "impact", "verification", "rollback")
 """The seed's required fields of an ADR: an active anchor holds every one."""
-FIELD_TITLES = {"decision": "Decision", "alternatives": "Alternatives", "why": "Why", "impact": "Impact",
-                "verification": "Verification", "rollback": "Rollback"}
+FIELD_TITLES = {
+    "decision": "Decision",
+    "alternatives": "Alternatives",
+    "why": "Why",
+    "impact": "Impact",
+    "verification": "Verification",
+    "rollback": "Rollback",
+}
 ID = re.compile(r"^(CK|DN|[DCIPMU])(\d{3,4})$")
 """An anchor id: its type's prefix and a number of at least three digits (``D001``, ``CK012``)."""
 TITLE_CHARS = 200
@@ -60,17 +72,29 @@ class Anchor:
         return missing_fields(self.fields)
 
     def view(self) -> dict[str, Any]:
-        return {"id": self.anchor_id, "type": self.type, "kind": TYPES[self.type], "title": self.title, "status": self.status,
-                "fields": dict(self.fields), "missing": list(self.missing), "source": self.source, "session_id": self.session_id,
-                "created_at": self.created_at, "updated_at": self.updated_at}
+        return {
+            "id": self.anchor_id,
+            "type": self.type,
+            "kind": TYPES[self.type],
+            "title": self.title,
+            "status": self.status,
+            "fields": dict(self.fields),
+            "missing": list(self.missing),
+            "source": self.source,
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
 
 
 def split_id(anchor_id: str) -> tuple[str, int]:
     """``D004`` → (``D``, 4); AnchorError for anything else."""
     match = ID.match(anchor_id or "")
     if match is None:
-        raise AnchorError(f"{anchor_id!r} is not an anchor id: a type ({', '.join(TYPES)}) and a number of at least three "
-                          "digits, as in D001 or CK012", "invalid_anchor_id")
+        raise AnchorError(
+            f"{anchor_id!r} is not an anchor id: a type ({', '.join(TYPES)}) and a number of at least three digits, as in D001 or CK012",
+            "invalid_anchor_id",
+        )
     return match.group(1), int(match.group(2))
 
 
@@ -80,8 +104,9 @@ def format_id(kind: str, number: int) -> str:
 
 def check_type(kind: Any) -> str:
     if not isinstance(kind, str) or kind.upper() not in TYPES:
-        raise AnchorError(f"type must be one of {', '.join(TYPES)} ({', '.join(f'{k} {v}' for k, v in TYPES.items())}); got {kind!r}",
-                          "invalid_anchor_type")
+        raise AnchorError(
+            f"type must be one of {', '.join(TYPES)} ({', '.join(f'{k} {v}' for k, v in TYPES.items())}); got {kind!r}", "invalid_anchor_type"
+        )
     return kind.upper()
 
 
@@ -120,5 +145,9 @@ def check_title(title: Any) -> str:
 def write_rule(anchor: Anchor) -> None:
     """Only what can affect future decisions becomes active: an active anchor holds every required field."""
     if anchor.status == "active" and anchor.missing:
-        raise AnchorError(f"an active anchor needs {', '.join(REQUIRED)}; {anchor.anchor_id} lacks {', '.join(anchor.missing)} "
-                          "(add them, or create it with \"status\": \"pending\")", "anchor_fields_missing", anchor.missing)
+        raise AnchorError(
+            f"an active anchor needs {', '.join(REQUIRED)}; {anchor.anchor_id} lacks {', '.join(anchor.missing)} "
+            '(add them, or create it with "status": "pending")',
+            "anchor_fields_missing",
+            anchor.missing,
+        )

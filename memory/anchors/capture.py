@@ -12,10 +12,24 @@ DEFINITION = re.compile(r"^\s*(?:[-*+]\s+|#{1,6}\s+|>\s*)?(?:\*\*)?\[(CK|DN|[DCI
 """A line that defines an anchor: it opens with the id (after a bullet, heading or quote mark); a line that only
 cites one (``as [D001] says``) does not."""
 LABELS: dict[str, str] = {
-    "decision": "decision", "alternatives": "alternatives", "alternative": "alternatives", "why": "why", "because": "why",
-    "reason": "why", "impact": "impact", "verification": "verification", "verify": "verification", "rollback": "rollback",
-    "决策": "decision", "备选方案": "alternatives", "备选": "alternatives", "理由": "why", "原因": "why", "影响": "impact",
-    "验证": "verification", "回滚": "rollback",
+    "decision": "decision",
+    "alternatives": "alternatives",
+    "alternative": "alternatives",
+    "why": "why",
+    "because": "why",
+    "reason": "why",
+    "impact": "impact",
+    "verification": "verification",
+    "verify": "verification",
+    "rollback": "rollback",
+    "决策": "decision",
+    "备选方案": "alternatives",
+    "备选": "alternatives",
+    "理由": "why",
+    "原因": "why",
+    "影响": "impact",
+    "验证": "verification",
+    "回滚": "rollback",
 }
 _LABEL = re.compile(r"(?:^|(?<=[\s;|,，；—–(（-]))(" + "|".join(sorted(map(re.escape, LABELS), key=len, reverse=True)) + r")\s*[:：]", re.IGNORECASE)
 _EDGES = " \t—–-;|,，；:：*"
@@ -71,7 +85,7 @@ def _fields(rest: str) -> tuple[str, dict[str, str]]:
     fields: dict[str, str] = {}
     for i, label in enumerate(labels):
         end = labels[i + 1].start() if i + 1 < len(labels) else len(rest)
-        value = rest[label.end(): end].strip(_EDGES)
+        value = rest[label.end() : end].strip(_EDGES)
         name = LABELS[label.group(1).lower()]
         if value and name in REQUIRED:
             fields[name] = value

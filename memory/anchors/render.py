@@ -14,8 +14,15 @@ COMPACT_CHARS = 160
 def full(anchor: Anchor) -> str:
     """The seed's full ADR: heading, id, date, status, then each field as a section (missing ones say so)."""
     date = time.strftime("%Y-%m-%d", time.gmtime(anchor.created_at or 0))
-    lines = [f"## [{anchor.anchor_id}] {anchor.title}", "", f"**ID**: {anchor.anchor_id}", f"**Type**: {TYPES[anchor.type]}",
-             f"**Date**: {date}", f"**Status**: {STATUS[anchor.status]}", ""]
+    lines = [
+        f"## [{anchor.anchor_id}] {anchor.title}",
+        "",
+        f"**ID**: {anchor.anchor_id}",
+        f"**Type**: {TYPES[anchor.type]}",
+        f"**Date**: {date}",
+        f"**Status**: {STATUS[anchor.status]}",
+        "",
+    ]
     for name in REQUIRED:
         lines += [f"### {FIELD_TITLES[name]}", anchor.fields.get(name) or "_(missing)_", ""]
     for name, value in anchor.fields.items():

@@ -34,8 +34,10 @@ class AnchorBook:
 
     def _insert(self, c: sqlite3.Connection, a: Anchor) -> None:
         kind, number = split_id(a.anchor_id)
-        c.execute(f"INSERT INTO anchors (agent_id, kind, number, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  (a.agent_id, kind, number, a.anchor_id, a.title, a.status, dumps(a.fields), a.source, a.session_id, a.created_at, a.updated_at))
+        c.execute(
+            f"INSERT INTO anchors (agent_id, kind, number, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (a.agent_id, kind, number, a.anchor_id, a.title, a.status, dumps(a.fields), a.source, a.session_id, a.created_at, a.updated_at),
+        )
 
     def create(self, agent_id: str, body: Mapping[str, Any], source: str = "person") -> Anchor:
         """A new anchor from an API body (``type``, ``title``, ``fields``, optional ``status``, optional ``id``);
@@ -100,8 +102,10 @@ class AnchorBook:
                 anchor.status = check_status(patch["status"])
             write_rule(anchor)
             anchor.updated_at = self._clock()
-            c.execute("UPDATE anchors SET title = ?, status = ?, fields = ?, updated_at = ? WHERE agent_id = ? AND anchor_id = ?",
-                      (anchor.title, anchor.status, dumps(anchor.fields), anchor.updated_at, agent_id, anchor_id))
+            c.execute(
+                "UPDATE anchors SET title = ?, status = ?, fields = ?, updated_at = ? WHERE agent_id = ? AND anchor_id = ?",
+                (anchor.title, anchor.status, dumps(anchor.fields), anchor.updated_at, agent_id, anchor_id),
+            )
         return anchor
 
     def delete(self, agent_id: str, anchor_id: str) -> bool:
@@ -147,8 +151,17 @@ class AnchorBook:
                     continue
                 now = self._clock()
                 title = self._redact(check_title(title))
-                anchor = Anchor(agent_id, format_id(kind, self._next_number(c, agent_id, kind)), title, "pending", {"decision": title},
-                                "proposed", session_id, now, now)
+                anchor = Anchor(
+                    agent_id,
+                    format_id(kind, self._next_number(c, agent_id, kind)),
+                    title,
+                    "pending",
+                    {"decision": title},
+                    "proposed",
+                    session_id,
+                    now,
+                    now,
+                )
                 self._insert(c, anchor)
                 c.execute("INSERT INTO anchor_lines VALUES (?, ?, ?, ?)", (agent_id, line, anchor.anchor_id, now))
                 made.append(anchor)

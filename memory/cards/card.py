@@ -55,9 +55,17 @@ class Card:
         return head + body + "\n"
 
     def view(self, with_body: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"title": self.title, "tags": list(self.tags), "path": str(self.path), "scope": self.scope,
-                               "created_at": self.created_at, "updated_at": self.updated_at, "source_agent": self.source_agent,
-                               "relevance_score": self.relevance_score, "score": round(self.score, 3)}
+        out: dict[str, Any] = {
+            "title": self.title,
+            "tags": list(self.tags),
+            "path": str(self.path),
+            "scope": self.scope,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "source_agent": self.source_agent,
+            "relevance_score": self.relevance_score,
+            "score": round(self.score, 3),
+        }
         if with_body:
             out["body"] = self.body
         return out
@@ -82,8 +90,9 @@ def parse_card(text: str, path: Path, scope: str = "project") -> Card:
         meta = yaml.load(match.group(1), Loader=_LOADER)  # a safe loader, libyaml's when there is one
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise CardError(f"front matter is not valid YAML ({getattr(exc, 'problem', None) or exc}"
-                        + (f", line {mark.line + 2}" if mark is not None else "") + ")") from None
+        raise CardError(
+            f"front matter is not valid YAML ({getattr(exc, 'problem', None) or exc}" + (f", line {mark.line + 2}" if mark is not None else "") + ")"
+        ) from None
     except (ValueError, TypeError, RecursionError) as exc:  # a value YAML's constructors refuse, such as a 13th month
         raise CardError(f"front matter has a value that cannot be read ({exc})") from None
     if not isinstance(meta, dict):
@@ -103,10 +112,18 @@ def parse_card(text: str, path: Path, scope: str = "project") -> Card:
         raise CardError(f"relevance_score must be a number from 0 to 1, got {relevance!r}")
     source = meta.get("source_agent")
     known = {"title", "tags", "created_at", "updated_at", "source_agent", "relevance_score"}
-    return Card(" ".join(title.split()), tuple(str(t).strip() for t in tags if str(t).strip()), text[match.end():].lstrip("\n"), path,
-                _when(meta.get("created_at"), "created_at"), _when(meta.get("updated_at"), "updated_at"),
-                None if source is None else str(source), float(relevance), scope,
-                extra={k: v for k, v in meta.items() if k not in known})
+    return Card(
+        " ".join(title.split()),
+        tuple(str(t).strip() for t in tags if str(t).strip()),
+        text[match.end() :].lstrip("\n"),
+        path,
+        _when(meta.get("created_at"), "created_at"),
+        _when(meta.get("updated_at"), "updated_at"),
+        None if source is None else str(source),
+        float(relevance),
+        scope,
+        extra={k: v for k, v in meta.items() if k not in known},
+    )
 
 
 def read_card(path: Path, scope: str = "project") -> Card:
@@ -125,8 +142,9 @@ def read_card(path: Path, scope: str = "project") -> Card:
     return parse_card(text, path, scope)
 
 
-def card_text(title: str, tags: Sequence[str], body: str, source_agent: str | None, when: dt.datetime | None = None,
-              relevance_score: float | None = None) -> str:
+def card_text(
+    title: str, tags: Sequence[str], body: str, source_agent: str | None, when: dt.datetime | None = None, relevance_score: float | None = None
+) -> str:
     """A card file's text: front matter then body."""
     stamp = (when or dt.datetime.now(dt.UTC)).date().isoformat()
     meta: dict[str, Any] = {"title": title, "tags": list(tags), "created_at": stamp, "updated_at": stamp}

@@ -34,8 +34,9 @@ class CardIndex:
     unless it changed; with ``recheck_seconds``, not even that more often); a malformed card is skipped with one
     warning naming its file, until the file changes."""
 
-    def __init__(self, folders: Sequence[Path], recheck_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic,
-                 scopes: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, folders: Sequence[Path], recheck_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic, scopes: Sequence[str] | None = None
+    ) -> None:
         self.folders = tuple(Path(f) for f in folders)
         self.scopes = tuple(scopes) if scopes is not None else tuple("project" if i == 0 else "global" for i in range(len(self.folders)))
         self.recheck_seconds = recheck_seconds
@@ -218,8 +219,11 @@ class Postings:
 
     @classmethod
     def of(cls, order: Sequence[Indexed]) -> Postings:
-        out = cls(title_text=Joined([e.title for e in order]), title_squashed=Joined([e.title_squashed for e in order]),
-                  body_text=Joined([e.body for e in order]))
+        out = cls(
+            title_text=Joined([e.title for e in order]),
+            title_squashed=Joined([e.title_squashed for e in order]),
+            body_text=Joined([e.body for e in order]),
+        )
         for i, e in enumerate(order):
             for word in e.title_words:
                 out.title.setdefault(word, []).append(i)

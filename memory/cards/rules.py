@@ -93,8 +93,9 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 def _unchanged(cached: _Cached) -> bool:
-    return (all(_mtime(folder) == mtime for folder, mtime in cached.folders.items())
-            and all(_stamp(path) == stamp for path, stamp in cached.files.items()))
+    return all(_mtime(folder) == mtime for folder, mtime in cached.folders.items()) and all(
+        _stamp(path) == stamp for path, stamp in cached.files.items()
+    )
 
 
 def _walk(root: Path, names: Sequence[str]) -> tuple[dict[Path, int], list[tuple[int, Path]], list[str]]:
@@ -120,8 +121,7 @@ def _walk(root: Path, names: Sequence[str]) -> tuple[dict[Path, int], list[tuple
                 try:
                     if entry.name in wanted and (entry.is_file() or entry.is_symlink()):
                         found.append((depth, Path(entry.path)))
-                    elif (entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
-                          and entry.name not in SKIPPED and depth < MAX_DEPTH):
+                    elif entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".") and entry.name not in SKIPPED and depth < MAX_DEPTH:
                         below.append(Path(entry.path))
                 except OSError:
                     continue

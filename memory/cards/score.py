@@ -53,8 +53,16 @@ class Indexed:
 
 def indexed(card: Card) -> Indexed:
     title, body = card.title.lower(), card.body.lower()
-    return Indexed(card, title, frozenset(_WORD.findall(title)), squash(card.title), frozenset(t.lower() for t in card.tags),
-                   frozenset(squash(t) for t in card.tags), body, Counter(_WORD.findall(body)))
+    return Indexed(
+        card,
+        title,
+        frozenset(_WORD.findall(title)),
+        squash(card.title),
+        frozenset(t.lower() for t in card.tags),
+        frozenset(squash(t) for t in card.tags),
+        body,
+        Counter(_WORD.findall(body)),
+    )
 
 
 def terms(keywords: Sequence[str]) -> list[Term]:

@@ -38,8 +38,17 @@ class Draft:
     updated_at: float
 
     def view(self) -> dict[str, Any]:
-        return {"id": self.draft_id, "title": self.title, "tags": list(self.tags), "body": self.body, "status": self.status,
-                "session_id": self.session_id, "path": self.path, "created_at": self.created_at, "updated_at": self.updated_at}
+        return {
+            "id": self.draft_id,
+            "title": self.title,
+            "tags": list(self.tags),
+            "body": self.body,
+            "status": self.status,
+            "session_id": self.session_id,
+            "path": self.path,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
 
 
 _COLUMNS = "agent_id, draft_id, key, title, tags, body, status, session_id, path, created_at, updated_at"
@@ -57,8 +66,9 @@ class CardDrafts:
         self._clock = clock
         self._redact = redact
 
-    def propose(self, agent_id: str, session_id: str | None, drafts: Iterable[tuple[str, str, Sequence[str], str]],
-                known_titles: Iterable[str] = ()) -> list[Draft]:
+    def propose(
+        self, agent_id: str, session_id: str | None, drafts: Iterable[tuple[str, str, Sequence[str], str]], known_titles: Iterable[str] = ()
+    ) -> list[Draft]:
         """Keep drafts ((key, title, tags, body)) as proposed: never one proposed before (whatever became of it), one a
         person rejected, or one titled like a card already in the agent's folders. Returns those added."""
         taken = {" ".join(t.split()).lower() for t in known_titles}
@@ -66,14 +76,27 @@ class CardDrafts:
         with self.db.transaction() as c:
             for key, title, tags, body in drafts:
                 title = self._redact(" ".join(title.split()))
-                if (title.lower() in taken
-                        or c.execute("SELECT 1 FROM card_drafts WHERE agent_id = ? AND key = ?", (agent_id, key)).fetchone()
-                        or c.execute("SELECT 1 FROM rejected WHERE agent_id = ? AND kind = 'card' AND hash = ?", (agent_id, key)).fetchone()):
+                if (
+                    title.lower() in taken
+                    or c.execute("SELECT 1 FROM card_drafts WHERE agent_id = ? AND key = ?", (agent_id, key)).fetchone()
+                    or c.execute("SELECT 1 FROM rejected WHERE agent_id = ? AND kind = 'card' AND hash = ?", (agent_id, key)).fetchone()
+                ):
                     continue
                 number = c.execute("SELECT COALESCE(MAX(draft_id), 0) + 1 FROM card_drafts WHERE agent_id = ?", (agent_id,)).fetchone()[0]
                 now = self._clock()
-                row = (agent_id, number, key, title, dumps([self._redact(t) for t in tags]), self._redact(body), "proposed", session_id,
-                       None, now, now)
+                row = (
+                    agent_id,
+                    number,
+                    key,
+                    title,
+                    dumps([self._redact(t) for t in tags]),
+                    self._redact(body),
+                    "proposed",
+                    session_id,
+                    None,
+                    now,
+                    now,
+                )
                 c.execute(f"INSERT INTO card_drafts ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})", row)
                 taken.add(title.lower())
                 added.append(_draft(row))
@@ -99,8 +122,10 @@ class CardDrafts:
                 raise DraftError(f"draft {draft_id} was {draft.status} already", f"draft_{draft.status}")
             path = str(write(draft)) if write is not None else None  # a failed write rolls the judgement back
             now = self._clock()
-            c.execute("UPDATE card_drafts SET status = ?, path = ?, updated_at = ? WHERE agent_id = ? AND draft_id = ?",
-                      (status, path, now, agent_id, draft_id))
+            c.execute(
+                "UPDATE card_drafts SET status = ?, path = ?, updated_at = ? WHERE agent_id = ? AND draft_id = ?",
+                (status, path, now, agent_id, draft_id),
+            )
             if status == "rejected":
                 c.execute("INSERT OR IGNORE INTO rejected VALUES (?, 'card', ?, ?)", (agent_id, draft.key, now))
         return replace(draft, status=status, path=path, updated_at=now)

@@ -55,8 +55,17 @@ def workspace_of(cards: CardsOptions, workspace: WorkspaceOptions, agents: Mappi
     folders = [project]
     if cards.global_dir and (mine is None or mine.global_cards):
         folders.append(Path(cards.global_dir).expanduser().absolute())
-    return AgentWorkspace(agent_id, root, tuple(folders), workspace.rules, workspace.rules_max_chars, cards.max_inject,
-                          cards.max_card_chars, cards.trigger_interval, cards.context_window_steps)
+    return AgentWorkspace(
+        agent_id,
+        root,
+        tuple(folders),
+        workspace.rules,
+        workspace.rules_max_chars,
+        cards.max_inject,
+        cards.max_card_chars,
+        cards.trigger_interval,
+        cards.context_window_steps,
+    )
 
 
 def for_agent(config: CardSettings, agent_id: str) -> AgentWorkspace:

@@ -12,7 +12,9 @@ MIN_LINE = 40
 """A result is cut to the room left when at least this much is left; else it is left out (and counted)."""
 _MARKER = re.compile(r"(?im)(?:^|\[|\b(?:importance|priority|重要性)\s*[:：]\s*)\s*(HIGH|MEDIUM|LOW|高|中|低)\b\]?")
 _ZH = {"高": "HIGH", "中": "MEDIUM", "低": "LOW"}
-_HIGH = re.compile(r"(?i)\b(critical|security|vulnerab\w*|injection|data loss|must|blocker|fail(?:ed|s|ure)?|error|bug|broken)\b|严重|安全|漏洞|失败|错误")
+_HIGH = re.compile(
+    r"(?i)\b(critical|security|vulnerab\w*|injection|data loss|must|blocker|fail(?:ed|s|ure)?|error|bug|broken)\b|严重|安全|漏洞|失败|错误"
+)
 _MEDIUM = re.compile(r"[\w./-]+\.\w{1,5}\b|\[(?:CK|DN|[DCIPMU])\d{3,4}\]|\b\d+\b")
 
 

@@ -32,9 +32,14 @@ def is_chinese(text: str | None) -> bool:
 
 def learn(facts: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], answer: str | None) -> dict[str, Any]:
     """The facts so far updated with a request's new messages and its answer (plain JSON, bounded)."""
-    out: dict[str, Any] = {"task": facts.get("task"), "files": [list(f) for f in facts.get("files", [])],
-                           "commands": list(facts.get("commands", [])), "errors": list(facts.get("errors", [])),
-                           "last_words": facts.get("last_words"), "requests": int(facts.get("requests", 0)) + 1}
+    out: dict[str, Any] = {
+        "task": facts.get("task"),
+        "files": [list(f) for f in facts.get("files", [])],
+        "commands": list(facts.get("commands", [])),
+        "errors": list(facts.get("errors", [])),
+        "last_words": facts.get("last_words"),
+        "requests": int(facts.get("requests", 0)) + 1,
+    }
     state = ClassifyState()
     calls: dict[str, str] = {}
     for msg in messages:
@@ -47,7 +52,7 @@ def learn(facts: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], answe
             for call in msg.get("tool_calls") or ():
                 action = classify(call, state)
                 calls[str(call.get("id"))] = action.label or action.kind
-                for path in (action.writes if action.writes and action.writes != ("*",) else (action.path,) if action.path else ()):
+                for path in action.writes if action.writes and action.writes != ("*",) else (action.path,) if action.path else ():
                     _touch(out["files"], path, ACTIONS.get(action.kind, action.kind) if not action.writes else "changed")
                 if action.label:
                     out["commands"] = [*out["commands"], one_line(action.label, 160)][-COMMANDS_KEPT:]

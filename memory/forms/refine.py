@@ -15,8 +15,11 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "expanded": ("history", "all_decisions", "changes", "problems", "preferences", "notebook", "all_anchors"),
 }
 """Each form's sections (keys of render.EN / render.ZH), in their order."""
-LIMITS = {"compact": "under 500 characters in all", "normal": "between 500 and 2,000 characters in all",
-          "expanded": "leave nothing out: every decision, change, problem, preference and anchor in the form stays"}
+LIMITS = {
+    "compact": "under 500 characters in all",
+    "normal": "between 500 and 2,000 characters in all",
+    "expanded": "leave nothing out: every decision, change, problem, preference and anchor in the form stays",
+}
 _DELIMITER = re.compile(r"<(/?)(session-state|form)\b", re.IGNORECASE)
 _ANCHOR_ID = re.compile(r"\[((?:CK|DN|[DCIPMU])\d{3,4})\]")
 
@@ -59,8 +62,19 @@ def messages(form: str, deterministic: str, state: str) -> list[dict[str, str]]:
     """The summarizer request: our instructions, then the data (the expanded form as the state, the form) quoted."""
     words = words_of(deterministic)
     system = SYSTEM.format(headings=", ".join([words[form], *_headings(form, words)]), limit=LIMITS[form])
-    data = "\n".join(["<session-state>", quoted(_clipped(state)), "</session-state>", "", f'<form name="{form}">', quoted(deterministic),
-                      "</form>", "", "Write the form now, nothing else."])
+    data = "\n".join(
+        [
+            "<session-state>",
+            quoted(_clipped(state)),
+            "</session-state>",
+            "",
+            f'<form name="{form}">',
+            quoted(deterministic),
+            "</form>",
+            "",
+            "Write the form now, nothing else.",
+        ]
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": data}]
 
 

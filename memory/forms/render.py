@@ -16,19 +16,70 @@ from memory.notebook.render import injected
 FORMS = ("compact", "normal", "expanded")
 COMPACT_CHARS = 500
 NORMAL_CHARS = 2000
-EN = {"compact": "## 🔸 Compact context", "normal": "## 🔹 Normal context", "expanded": "## 🔶 Expanded context", "task": "Task",
-      "decided": "Decided", "constraints": "Constraints", "progress": "Progress", "done": "done", "doing": "doing",
-      "next": "next", "anchors": "Anchor references", "background": "Task background", "completed": "Completed work",
-      "decisions": "Key decisions", "focus": "Current focus", "interfaces": "Interfaces", "caveats": "Caveats",
-      "index": "Anchor index", "history": "Session history", "all_decisions": "All decisions", "changes": "Code changes",
-      "problems": "Problems and solutions", "preferences": "User preferences", "all_anchors": "All anchors", "notebook": "Notebook",
-      "children": "Sub-agents' results", "none": "—", "files_changed": "files changed", "requests": "requests", "errors": "last errors"}
-ZH = {"compact": "## 🔸 缩形态上下文", "normal": "## 🔹 常形态上下文", "expanded": "## 🔶 巨形态上下文", "task": "任务", "decided": "已决策",
-      "constraints": "约束", "progress": "当前进度", "done": "已完成", "doing": "进行中", "next": "待处理", "anchors": "锚点引用",
-      "background": "任务背景", "completed": "已完成工作", "decisions": "关键决策", "focus": "当前焦点", "interfaces": "接口约定",
-      "caveats": "注意事项", "index": "锚点索引", "history": "完整会话历史", "all_decisions": "所有决策及讨论", "changes": "完整代码变更",
-      "problems": "问题与解决", "preferences": "用户偏好记录", "all_anchors": "完整锚点列表", "notebook": "笔记本", "children": "分身结果",
-      "none": "—", "files_changed": "已修改文件", "requests": "请求数", "errors": "最近错误"}
+EN = {
+    "compact": "## 🔸 Compact context",
+    "normal": "## 🔹 Normal context",
+    "expanded": "## 🔶 Expanded context",
+    "task": "Task",
+    "decided": "Decided",
+    "constraints": "Constraints",
+    "progress": "Progress",
+    "done": "done",
+    "doing": "doing",
+    "next": "next",
+    "anchors": "Anchor references",
+    "background": "Task background",
+    "completed": "Completed work",
+    "decisions": "Key decisions",
+    "focus": "Current focus",
+    "interfaces": "Interfaces",
+    "caveats": "Caveats",
+    "index": "Anchor index",
+    "history": "Session history",
+    "all_decisions": "All decisions",
+    "changes": "Code changes",
+    "problems": "Problems and solutions",
+    "preferences": "User preferences",
+    "all_anchors": "All anchors",
+    "notebook": "Notebook",
+    "children": "Sub-agents' results",
+    "none": "—",
+    "files_changed": "files changed",
+    "requests": "requests",
+    "errors": "last errors",
+}
+ZH = {
+    "compact": "## 🔸 缩形态上下文",
+    "normal": "## 🔹 常形态上下文",
+    "expanded": "## 🔶 巨形态上下文",
+    "task": "任务",
+    "decided": "已决策",
+    "constraints": "约束",
+    "progress": "当前进度",
+    "done": "已完成",
+    "doing": "进行中",
+    "next": "待处理",
+    "anchors": "锚点引用",
+    "background": "任务背景",
+    "completed": "已完成工作",
+    "decisions": "关键决策",
+    "focus": "当前焦点",
+    "interfaces": "接口约定",
+    "caveats": "注意事项",
+    "index": "锚点索引",
+    "history": "完整会话历史",
+    "all_decisions": "所有决策及讨论",
+    "changes": "完整代码变更",
+    "problems": "问题与解决",
+    "preferences": "用户偏好记录",
+    "all_anchors": "完整锚点列表",
+    "notebook": "笔记本",
+    "children": "分身结果",
+    "none": "—",
+    "files_changed": "已修改文件",
+    "requests": "请求数",
+    "errors": "最近错误",
+}
 
 
 @dataclass(frozen=True)
@@ -88,7 +139,7 @@ def normal(s: SessionState) -> str:
         lines += ["", f"### {w['completed']}", f"- {w['requests']}: {facts.get('requests', s.session.get('requests', 0))}"]
         changed = [p for p, a in facts.get("files", []) if a == "changed"]
         if changed:
-            lines.append(f"- {w['files_changed']}: " + ", ".join(changed[-keep * 2:]))
+            lines.append(f"- {w['files_changed']}: " + ", ".join(changed[-keep * 2 :]))
         lines += [f"- `{c}`" for c in facts.get("commands", [])[-keep:]]
         lines += ["", f"### {w['decisions']}", "| ID | Decision | Why |", "|----|----------|-----|"]
         lines += [f"| {a.anchor_id} | {one_line(a.title, 80)} | {one_line(a.fields.get('why', ''), 80)} |" for a in s.of("D")[-keep:]]
@@ -109,9 +160,14 @@ def normal(s: SessionState) -> str:
 def expanded(s: SessionState) -> str:
     """Everything: history, every decision in full, changes, problems, preferences, the notebook, children, every anchor."""
     w, facts = s.words(), s.facts
-    lines = [w["expanded"], "", f"### {w['history']}", f"- {w['task']}: {facts.get('task') or w['none']}",
-             f"- {w['requests']}: {facts.get('requests', s.session.get('requests', 0))}; tier {s.session.get('tier')}; "
-             f"tokens {s.session.get('tokens')} / window {s.session.get('window')}"]
+    lines = [
+        w["expanded"],
+        "",
+        f"### {w['history']}",
+        f"- {w['task']}: {facts.get('task') or w['none']}",
+        f"- {w['requests']}: {facts.get('requests', s.session.get('requests', 0))}; tier {s.session.get('tier')}; "
+        f"tokens {s.session.get('tokens')} / window {s.session.get('window')}",
+    ]
     batches = s.reports.get("batches") or {}
     if batches:
         lines.append("- DCP: " + ", ".join(f"{k} {v}" for k, v in batches.items()) + f"; {s.reports.get('tokens_saved', 0)} tokens saved")

@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-STRATEGY_TITLES = {"dedup": "Deduplication", "supersede": "Supersede", "purge_errors": "Purge Errors", "truncation": "Truncation",
-                    "discard": "Discard"}
+STRATEGY_TITLES = {
+    "dedup": "Deduplication",
+    "supersede": "Supersede",
+    "purge_errors": "Purge Errors",
+    "truncation": "Truncation",
+    "discard": "Discard",
+}
 
 
 def summarize(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -50,31 +55,51 @@ def markdown(session_id: str, reports: Sequence[dict[str, Any]]) -> str:
     latest = s["latest"]
     lines = [f"## DCP report — session {session_id}", ""]
     if latest:
-        lines += [f"**Latest request**: {latest.get('request')} · batch: {latest.get('batch')} · tier {latest.get('tier_before')} → {latest.get('tier_after')}", ""]
+        lines += [
+            f"**Latest request**: {latest.get('request')} · batch: {latest.get('batch')} · tier {latest.get('tier_before')} → {latest.get('tier_after')}",
+            "",
+        ]
     lines += ["### Pruned", "| strategy | items | tokens saved |", "|---|---|---|"]
     for name, row in s["strategies"].items():
         lines.append(f"| {STRATEGY_TITLES.get(name, name)} | {row['items']} | ~{row['tokens_saved']:,} |")
     lines.append(f"| **total** | **{s['items']}** | **~{s['tokens_saved']:,}** |")
-    lines += ["", "### Protected",
-              f"- the newest {latest.get('protected_turns', 4)} turns, system and user messages",
-              "- messages citing anchors ([D001], [C002], …), reads of protected paths (*.md), protected tools", ""]
+    lines += [
+        "",
+        "### Protected",
+        f"- the newest {latest.get('protected_turns', 4)} turns, system and user messages",
+        "- messages citing anchors ([D001], [C002], …), reads of protected paths (*.md), protected tools",
+        "",
+    ]
     if latest:
-        lines += ["### After pruning",
-                  f"- context usage: {latest['usage_before']:.0%} → {latest['usage_after']:.0%}"
-                  f" ({latest['tokens_before']:,} → {latest['tokens_after']:,} tokens)",
-                  f"- batches at the prune tier: {s['batches']['applied']}, paying for themselves below it:"
-                  f" {s['batches']['economic']}, too small to apply: {s['batches']['too_small']},"
-                  f" overflow retries: {s['batches']['overflow']}"]
+        lines += [
+            "### After pruning",
+            f"- context usage: {latest['usage_before']:.0%} → {latest['usage_after']:.0%}"
+            f" ({latest['tokens_before']:,} → {latest['tokens_after']:,} tokens)",
+            f"- batches at the prune tier: {s['batches']['applied']}, paying for themselves below it:"
+            f" {s['batches']['economic']}, too small to apply: {s['batches']['too_small']},"
+            f" overflow retries: {s['batches']['overflow']}",
+        ]
     if latest.get("layout"):
         added = latest["layout"]
-        lines += ["", f"### Added by the layout ({added['mode']}; stable part {'built' if added['built'] else 'kept'})",
-                  "| section | tokens |", "|---|---|"]
+        lines += [
+            "",
+            f"### Added by the layout ({added['mode']}; stable part {'built' if added['built'] else 'kept'})",
+            "| section | tokens |",
+            "|---|---|",
+        ]
         lines += [f"| {name} | ~{n:,} |" for name, n in added["sections"].items()]
         lines.append(f"| **total** | **~{added['tokens']:,}** |")
     if s["archives"]:
-        lines += ["", "### Archived (archive + restart)", "| # | messages | turns | why | tokens before → after | summary |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "### Archived (archive + restart)",
+            "| # | messages | turns | why | tokens before → after | summary |",
+            "|---|---|---|---|---|---|",
+        ]
         for a in s["archives"]:
             first, last = a["messages"]
-            lines.append(f"| {a['number']} | {first}–{last} | {a['turns']} | {a['reason']} | {a['tokens_before']:,} → {a['tokens_after']:,} "
-                         f"| {a['summary_source']}, {a['chunks']} chunks |")
+            lines.append(
+                f"| {a['number']} | {first}–{last} | {a['turns']} | {a['reason']} | {a['tokens_before']:,} → {a['tokens_after']:,} "
+                f"| {a['summary_source']}, {a['chunks']} chunks |"
+            )
     return "\n".join(lines) + "\n"

@@ -24,8 +24,9 @@ class SessionMemory:
             row = c.execute("SELECT body FROM session_facts WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).fetchone()
         return json.loads(row[0]) if row else {}
 
-    def learn(self, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], answer: str | None,
-              start: int | None = None) -> dict[str, Any]:
+    def learn(
+        self, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], answer: str | None, start: int | None = None
+    ) -> dict[str, Any]:
         """Fold a request's new messages and answer into the session's facts (redacted), in one transaction. With
         ``start`` (where the request's new messages begin), ``messages`` is the whole request and the facts fold in
         from the first message they have not folded yet: a process killed after recording a request but before
@@ -57,20 +58,26 @@ class SessionMemory:
 
     def children(self, agent_id: str, parent_id: str) -> list[str]:
         with self.db.reading() as c:
-            rows = c.execute("SELECT session_id FROM snapshots WHERE agent_id = ? AND parent_id = ? ORDER BY created_at, session_id",
-                             (agent_id, parent_id)).fetchall()
+            rows = c.execute(
+                "SELECT session_id FROM snapshots WHERE agent_id = ? AND parent_id = ? ORDER BY created_at, session_id", (agent_id, parent_id)
+            ).fetchall()
         return [r[0] for r in rows]
 
     def keep_result(self, agent_id: str, parent_id: str, child_id: str, importance: str, text: str) -> None:
         """A child's latest final answer (it replaces an earlier one of the same child)."""
         with self.db.transaction() as c:
-            c.execute("INSERT OR REPLACE INTO child_results VALUES (?, ?, ?, ?, ?, ?)",
-                      (agent_id, parent_id, child_id, importance, self._redact(text), self._clock()))
+            c.execute(
+                "INSERT OR REPLACE INTO child_results VALUES (?, ?, ?, ?, ?, ?)",
+                (agent_id, parent_id, child_id, importance, self._redact(text), self._clock()),
+            )
 
     def results(self, agent_id: str, parent_id: str) -> list[dict[str, Any]]:
         with self.db.reading() as c:
-            rows = c.execute("SELECT child_id, importance, text, created_at FROM child_results WHERE agent_id = ? AND session_id = ? "
-                             "ORDER BY created_at, child_id", (agent_id, parent_id)).fetchall()
+            rows = c.execute(
+                "SELECT child_id, importance, text, created_at FROM child_results WHERE agent_id = ? AND session_id = ? "
+                "ORDER BY created_at, child_id",
+                (agent_id, parent_id),
+            ).fetchall()
         return [{"child_id": cid, "importance": imp, "text": text, "created_at": at} for cid, imp, text, at in rows]
 
     def keep_task_calls(self, agent_id: str, parent_id: str, hashes: Sequence[str], kept: int, ttl_s: float) -> None:
@@ -80,25 +87,31 @@ class SessionMemory:
         with self.db.transaction() as c:
             c.executemany("INSERT OR REPLACE INTO task_calls VALUES (?, ?, ?, ?)", [(agent_id, h, parent_id, now) for h in hashes])
             c.execute("DELETE FROM task_calls WHERE created_at < ?", (now - ttl_s,))
-            c.execute("DELETE FROM task_calls WHERE created_at < (SELECT created_at FROM task_calls ORDER BY created_at DESC "
-                      "LIMIT 1 OFFSET ?)", (kept - 1,))
+            c.execute(
+                "DELETE FROM task_calls WHERE created_at < (SELECT created_at FROM task_calls ORDER BY created_at DESC LIMIT 1 OFFSET ?)", (kept - 1,)
+            )
 
     def task_calls(self, since: float, kept: int) -> list[tuple[str, str, str, float]]:
         """The newest ``kept`` task calls made since ``since``, oldest first: (agent, prompt hash, parent, when)."""
         with self.db.reading() as c:
-            rows = c.execute("SELECT agent_id, prompt_hash, session_id, created_at FROM task_calls WHERE created_at >= ? "
-                             "ORDER BY created_at DESC LIMIT ?", (since, kept)).fetchall()
+            rows = c.execute(
+                "SELECT agent_id, prompt_hash, session_id, created_at FROM task_calls WHERE created_at >= ? ORDER BY created_at DESC LIMIT ?",
+                (since, kept),
+            ).fetchall()
         return [(a, h, p, at) for a, h, p, at in reversed(rows)]
 
     def refined(self, agent_id: str, session_id: str, form: str, basis: str) -> str | None:
         """A form the summarizer refined, if one was made from this basis (the deterministic form's hash)."""
         with self.db.reading() as c:
-            row = c.execute("SELECT text FROM refined_forms WHERE agent_id = ? AND session_id = ? AND form = ? AND basis = ?",
-                            (agent_id, session_id, form, basis)).fetchone()
+            row = c.execute(
+                "SELECT text FROM refined_forms WHERE agent_id = ? AND session_id = ? AND form = ? AND basis = ?", (agent_id, session_id, form, basis)
+            ).fetchone()
         return row[0] if row else None
 
     def keep_refined(self, agent_id: str, session_id: str, form: str, basis: str, text: str) -> None:
         """A refined form that passed its checks (it replaces one made from an older basis)."""
         with self.db.transaction() as c:
-            c.execute("INSERT OR REPLACE INTO refined_forms VALUES (?, ?, ?, ?, ?, ?)",
-                      (agent_id, session_id, form, basis, self._redact(text), self._clock()))
+            c.execute(
+                "INSERT OR REPLACE INTO refined_forms VALUES (?, ?, ?, ?, ?, ?)",
+                (agent_id, session_id, form, basis, self._redact(text), self._clock()),
+            )

@@ -43,8 +43,7 @@ def cards_of(raw: dict[str, Any]) -> list[tuple[str, tuple[str, ...], str]] | No
             return None
         if cleaned.notes:  # cut or joined: not the short single line asked for
             return None
-        if (not isinstance(tags, list) or not 1 <= len(tags) <= TAGS
-                or not all(isinstance(t, str) and _TAG.fullmatch(t) for t in tags)):
+        if not isinstance(tags, list) or not 1 <= len(tags) <= TAGS or not all(isinstance(t, str) and _TAG.fullmatch(t) for t in tags):
             return None
         if not isinstance(body, str) or not body.strip() or len(body) > BODY_CHARS:
             return None

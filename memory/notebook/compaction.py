@@ -43,7 +43,7 @@ def fallback(body: Body) -> Body:
         newest = set(range(max(0, len(entries) - KEEP), len(entries)))
         kept = [i for i, e in enumerate(entries) if i in newest or cites_anchor(e["text"])]
         older = [entries[i] for i in range(len(entries)) if i not in kept]
-        section = [entries[i] for i in kept][-(MAX_ENTRIES - 2):]
+        section = [entries[i] for i in kept][-(MAX_ENTRIES - 2) :]
         if older:
             section.insert(0, _earlier(older))
         out[name] = section
@@ -62,7 +62,7 @@ def _merged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
         words = _words(entry["text"])
-        repeated = any(words and words <= _words(later["text"]) for later in entries[i + 1:])
+        repeated = any(words and words <= _words(later["text"]) for later in entries[i + 1 :])
         if not repeated:
             out.append(entry)
     return out

@@ -14,10 +14,14 @@ from memory.notebook.sections import NotebookError, clean_entry
 PER_KIND = 3
 LINE_CHARS = 200
 _SENTENCE = re.compile(r"[^.!?。！？\n]{8,400}[.!?。！？]?")
-_PREFERENCE = re.compile(r"(?i)\b(i|we) (prefer|like|want|would rather|always|never)\b|\bplease (always|never|don't|do not)\b|我(喜欢|希望|偏好|习惯)|请(不要|总是|务必)")
+_PREFERENCE = re.compile(
+    r"(?i)\b(i|we) (prefer|like|want|would rather|always|never)\b|\bplease (always|never|don't|do not)\b|我(喜欢|希望|偏好|习惯)|请(不要|总是|务必)"
+)
 _CONSTRAINT = re.compile(r"(?i)\b(must not|must|never|do not|don't|is not allowed|are not allowed)\b|必须|不得|禁止|不要")
 _DECISION = re.compile(r"(?i)\b(we|i) (decided|chose|will use|'ll use|are going with|went with)\b|\bdecision:|决定|选择了|采用")
-_VERSION = re.compile(r"(?m)^\s*((?:Python|Node(?:\.js)?|node|go version go|rustc|cargo|Ubuntu|Debian GNU/Linux|macOS|Java|openjdk|npm|pnpm|Ruby|PHP)[ v]*\d+(?:\.\d+)+[^\n]{0,40})$")
+_VERSION = re.compile(
+    r"(?m)^\s*((?:Python|Node(?:\.js)?|node|go version go|rustc|cargo|Ubuntu|Debian GNU/Linux|macOS|Java|openjdk|npm|pnpm|Ruby|PHP)[ v]*\d+(?:\.\d+)+[^\n]{0,40})$"
+)
 
 
 @dataclass(frozen=True)

@@ -106,10 +106,14 @@ class NotebookStore:
         now = self._clock()
         version = before.version + 1
         if before.session_id is not None:  # a child's own notebook: never pending (it is temporary), fewer versions
-            c.execute("INSERT INTO child_notebook_versions VALUES (?, ?, ?, ?, ?, ?)",
-                      (before.agent_id, before.session_id, version, now, reason, dumps(body)))
-            c.execute("DELETE FROM child_notebook_versions WHERE agent_id = ? AND session_id = ? AND version <= ?",
-                      (before.agent_id, before.session_id, version - CHILD_VERSIONS_KEPT))
+            c.execute(
+                "INSERT INTO child_notebook_versions VALUES (?, ?, ?, ?, ?, ?)",
+                (before.agent_id, before.session_id, version, now, reason, dumps(body)),
+            )
+            c.execute(
+                "DELETE FROM child_notebook_versions WHERE agent_id = ? AND session_id = ? AND version <= ?",
+                (before.agent_id, before.session_id, version - CHILD_VERSIONS_KEPT),
+            )
             return Notebook(before.agent_id, version, body, now, reason, False, before.session_id)
         c.execute("INSERT INTO notebook_versions VALUES (?, ?, ?, ?, ?)", (before.agent_id, version, now, reason, dumps(body)))
         c.execute("DELETE FROM notebook_versions WHERE agent_id = ? AND version <= ?", (before.agent_id, version - VERSIONS_KEPT))
@@ -117,8 +121,11 @@ class NotebookStore:
         if pending is None:
             pending = before.pending or bool(after.full())
         if pending != before.pending or pending:
-            c.execute("INSERT INTO notebook_state VALUES (?, ?, 0, 0) ON CONFLICT (agent_id) DO UPDATE SET pending = excluded.pending"
-                      + ("" if pending else ", attempts = 0, retry_at = 0"), (before.agent_id, int(pending)))
+            c.execute(
+                "INSERT INTO notebook_state VALUES (?, ?, 0, 0) ON CONFLICT (agent_id) DO UPDATE SET pending = excluded.pending"
+                + ("" if pending else ", attempts = 0, retry_at = 0"),
+                (before.agent_id, int(pending)),
+            )
         after.pending = pending
         return after
 
@@ -137,10 +144,14 @@ class NotebookStore:
             entries = body[name]
             if len(entries) >= MAX_ENTRIES:
                 if by != "ruyi":
-                    how = (f"compact it (POST /ruyi/v1/notebook/compact?session={child})" if child is not None else
-                           "compaction is pending (it runs when the agent is idle, or now: POST /ruyi/v1/notebook/compact)")
-                    raise NotebookError(f"section {name} holds {MAX_ENTRIES} entries, the most; {how}, or replace the section (PUT)",
-                                        "section_full", 409)
+                    how = (
+                        f"compact it (POST /ruyi/v1/notebook/compact?session={child})"
+                        if child is not None
+                        else "compaction is pending (it runs when the agent is idle, or now: POST /ruyi/v1/notebook/compact)"
+                    )
+                    raise NotebookError(
+                        f"section {name} holds {MAX_ENTRIES} entries, the most; {how}, or replace the section (PUT)", "section_full", 409
+                    )
                 del entries[: len(entries) - MAX_ENTRIES + 1]
             entries.append(self._entry(cleaned, by))
             return self._save(c, before, body, f"add {name}"), cleaned.notes
@@ -158,8 +169,11 @@ class NotebookStore:
                 except NotebookError:
                     continue
                 key = entry_hash(name, cleaned.line)
-                if (len(body[name]) >= MAX_ENTRIES - 1 or any(entry_hash(name, e["text"]) == key for e in body[name])
-                        or c.execute("SELECT 1 FROM rejected WHERE agent_id = ? AND kind = 'entry' AND hash = ?", (agent_id, key)).fetchone()):
+                if (
+                    len(body[name]) >= MAX_ENTRIES - 1
+                    or any(entry_hash(name, e["text"]) == key for e in body[name])
+                    or c.execute("SELECT 1 FROM rejected WHERE agent_id = ? AND kind = 'entry' AND hash = ?", (agent_id, key)).fetchone()
+                ):
                     continue
                 body[name].append(self._entry(cleaned, "proposed"))
                 added += 1
@@ -190,11 +204,15 @@ class NotebookStore:
             body = {k: list(v) for k, v in before.body.items()}
             entries = body[name]
             if not 1 <= number <= len(entries):
-                raise NotebookError(f"section {name} has {len(entries)} entries; n is from 1 to {len(entries)} (read the notebook)",
-                                    "entry_not_found", 404)
+                raise NotebookError(
+                    f"section {name} has {len(entries)} entries; n is from 1 to {len(entries)} (read the notebook)", "entry_not_found", 404
+                )
             if entries[number - 1].get("by") in ("person", "proposed"):
-                raise NotebookError(f"entry {number} of {name} is a person's (or proposed to one): the model may not change it; "
-                                    "add a new entry instead", "entry_is_a_persons", 403)
+                raise NotebookError(
+                    f"entry {number} of {name} is a person's (or proposed to one): the model may not change it; add a new entry instead",
+                    "entry_is_a_persons",
+                    403,
+                )
             if cleaned is None:
                 del entries[number - 1]
                 return self._save(c, before, body, f"model removes {name} {number}"), ()
@@ -233,8 +251,9 @@ class NotebookStore:
         with self.db.reading() as c:
             return [r[0] for r in c.execute("SELECT agent_id FROM notebook_state WHERE pending = 1 AND retry_at <= ? ORDER BY agent_id", (now,))]
 
-    def compacted(self, agent_id: str, read_version: int, body: Mapping[str, list[dict[str, Any]]], how: str,
-                  child: str | None = None) -> Notebook | None:
+    def compacted(
+        self, agent_id: str, read_version: int, body: Mapping[str, list[dict[str, Any]]], how: str, child: str | None = None
+    ) -> Notebook | None:
         """Write a compaction's result as a new version and clear pending, unless the notebook changed since it was read
         (then nothing is written: it stays pending, and the next try reads the newer version)."""
         with self.db.transaction() as c:
@@ -249,6 +268,9 @@ class NotebookStore:
             row = c.execute("SELECT attempts FROM notebook_state WHERE agent_id = ?", (agent_id,)).fetchone()
             attempts = (row[0] if row else 0) + 1
             retry_at = self._clock() + backoff(attempts)
-            c.execute("INSERT INTO notebook_state VALUES (?, 1, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET attempts = excluded.attempts, "
-                      "retry_at = excluded.retry_at", (agent_id, attempts, retry_at))
+            c.execute(
+                "INSERT INTO notebook_state VALUES (?, 1, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET attempts = excluded.attempts, "
+                "retry_at = excluded.retry_at",
+                (agent_id, attempts, retry_at),
+            )
         return retry_at

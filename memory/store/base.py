@@ -103,8 +103,7 @@ class Stall:
             log.warning("store_stalled", location=self.location, deadline_ms=self.deadline_ms, reason=str(exc))
 
     def stats(self) -> dict[str, Any]:
-        return {"deadline_ms": self.deadline_ms, "stalled": self.stalled, "stalls": self.stalls, "missed": self.missed,
-                "refused": self.refused}
+        return {"deadline_ms": self.deadline_ms, "stalled": self.stalled, "stalls": self.stalls, "missed": self.missed, "refused": self.refused}
 
 
 @dataclass

@@ -40,10 +40,16 @@ def open_pool(url: str, max_size: int, name: str, checked: bool = False, lock_ti
             migrate(conn, location)
     except psycopg.Error as exc:
         raise StoreError(f"{location}: cannot use the database ({str(exc).strip()})") from None
-    pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=max_size, name=name, open=False,
-                                       check=psycopg_pool.ConnectionPool.check_connection if checked else None,
-                                       configure=lambda conn: _lock_timeout(conn, lock_timeout_ms),
-                                       kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S})
+    pool = psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        name=name,
+        open=False,
+        check=psycopg_pool.ConnectionPool.check_connection if checked else None,
+        configure=lambda conn: _lock_timeout(conn, lock_timeout_ms),
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+    )
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
     except psycopg_pool.PoolTimeout:
@@ -65,14 +71,17 @@ class Tables:
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self.columns: dict[str, list[str]] = {}
-        for table, column in conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
-                                          "current_schema() ORDER BY table_name, ordinal_position").fetchall():
+        for table, column in conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() ORDER BY table_name, ordinal_position"
+        ).fetchall():
             self.columns.setdefault(table, []).append(column)
         self.keys: dict[str, list[str]] = {}
         for table, column in conn.execute(
-                "SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage "
-                "kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema WHERE tc.table_schema = current_schema() "
-                "AND tc.constraint_type = 'PRIMARY KEY' ORDER BY tc.table_name, kcu.ordinal_position").fetchall():
+            "SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage "
+            "kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema WHERE tc.table_schema = current_schema() "
+            "AND tc.constraint_type = 'PRIMARY KEY' ORDER BY tc.table_name, kcu.ordinal_position"
+        ).fetchall():
             self.keys.setdefault(table, []).append(column)
         self._sql: dict[str, str] = {}
 
@@ -90,7 +99,7 @@ class Tables:
         if found is None:
             return text
         how, table, named = found.group(1).upper(), found.group(2), found.group(3)
-        text = "INSERT INTO " + text[found.end(1):].lstrip()[len("INTO"):].lstrip()
+        text = "INSERT INTO " + text[found.end(1) :].lstrip()[len("INTO") :].lstrip()
         key = self.keys.get(table, [])
         columns = [c.strip() for c in named.split(",")] if named else self.columns.get(table, [])
         rest = [c for c in columns if c not in key]

@@ -37,8 +37,9 @@ class PgSessionLocks:
     def pool(self) -> psycopg_pool.ConnectionPool:
         with self._guard:
             if self._pool is None:
-                self._pool = psycopg_pool.ConnectionPool(self.url, min_size=0, max_size=POOL_MAX, name="ruyi-session-locks", open=True,
-                                                         kwargs={"autocommit": True})
+                self._pool = psycopg_pool.ConnectionPool(
+                    self.url, min_size=0, max_size=POOL_MAX, name="ruyi-session-locks", open=True, kwargs={"autocommit": True}
+                )
             return self._pool
 
     def close(self) -> None:

@@ -130,11 +130,13 @@ they end up with; one no translation would do (a virtual table, a column whose o
 _FIRST = 3
 """Migrations written here by number (before the translation existed); later ones follow SQLite's."""
 
-_RESERVED = frozenset("""all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create
+_RESERVED = frozenset(
+    """all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create
 current_date current_role current_time current_timestamp current_user default deferrable desc distinct do else end except
 false fetch for foreign from grant group having in initially intersect into lateral leading limit localtime localtimestamp
 not null offset on only or order placing primary references returning select session_user some symmetric table then to
-trailing true union unique user using variadic when where window with""".split())
+trailing true union unique user using variadic when where window with""".split()
+)
 """PostgreSQL's reserved words: quoted where SQLite's DDL names a column so (lower-case: its keywords are upper-case)."""
 
 
@@ -165,8 +167,9 @@ def version_of(conn: psycopg.Connection) -> int:
     """The schema's version (0: no Ruyi table yet)."""
     # pg_tables through the statement's own snapshot: to_regclass reads the backend's catalog cache, which an advisory
     # lock does not refresh, so a replica that waited for another's migration would not see its table
-    row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() "
-                       "AND tablename = 'schema_version')").fetchone()
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_version')"
+    ).fetchone()
     if not row or not row[0]:
         return 0
     found = conn.execute("SELECT max(version) FROM schema_version").fetchone()

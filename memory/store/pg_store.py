@@ -128,6 +128,7 @@ class PgStore:
     def _bounded(self, write: Callable[[psycopg.Connection], None]) -> None:
         """A write that requests wait for: its lock waits bounded by the deadline, refused while the store is stalled."""
         with self.stall.call() as wait_ms:
+
             def bounded(c: psycopg.Connection) -> None:
                 c.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(wait_ms, 1)}ms",))  # 0 would be for ever
                 write(c)
@@ -143,19 +144,38 @@ class PgStore:
             key = (chain.agent_id, chain.session_id)
             if chain.replaces:
                 c.execute("DELETE FROM chain WHERE agent_id = %s AND session_id = %s AND pos >= %s", (*key, chain.start + len(chain.links)))
-            _many(c, "INSERT INTO chain VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, pos) DO UPDATE SET link = excluded.link",
-                  [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
-        _many(c, "INSERT INTO links VALUES (%s, %s, %s) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
-              _sorted(changes.links, lambda t: t[:2]))
+            _many(
+                c,
+                "INSERT INTO chain VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, pos) DO UPDATE SET link = excluded.link",
+                [(*key, chain.start + i, link) for i, link in enumerate(chain.links)],
+            )
+        _many(
+            c,
+            "INSERT INTO links VALUES (%s, %s, %s) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
+            _sorted(changes.links, lambda t: t[:2]),
+        )
         _many(c, "DELETE FROM tips WHERE agent_id = %s AND link = %s", _sorted([(a, link) for a, link, s in changes.tips if s is None], lambda t: t))
-        _many(c, "INSERT INTO tips VALUES (%s, %s, %s) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
-              _sorted([t for t in changes.tips if t[2] is not None], lambda t: t[:2]))
-        _many(c, "INSERT INTO decisions VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
-              _sorted([(a, s, link, _json(body)) for a, s, link, body in changes.decisions], lambda t: t[:3]))
-        _many(c, "INSERT INTO refs VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, ref_id) DO UPDATE SET original = excluded.original",
-              _sorted([(a, s, r, _text(o)) for a, s, r, o in changes.refs], lambda t: t[:3]))
-        _many(c, "INSERT INTO refs SELECT agent_id, %s, ref_id, original FROM refs WHERE agent_id = %s AND session_id = %s AND ref_id = ANY(%s) "
-                 "ORDER BY ref_id ON CONFLICT DO NOTHING", [(child, a, parent, list(ids)) for a, parent, child, ids in changes.ref_copies])
+        _many(
+            c,
+            "INSERT INTO tips VALUES (%s, %s, %s) ON CONFLICT (agent_id, link) DO UPDATE SET session_id = excluded.session_id",
+            _sorted([t for t in changes.tips if t[2] is not None], lambda t: t[:2]),
+        )
+        _many(
+            c,
+            "INSERT INTO decisions VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
+            _sorted([(a, s, link, _json(body)) for a, s, link, body in changes.decisions], lambda t: t[:3]),
+        )
+        _many(
+            c,
+            "INSERT INTO refs VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id, ref_id) DO UPDATE SET original = excluded.original",
+            _sorted([(a, s, r, _text(o)) for a, s, r, o in changes.refs], lambda t: t[:3]),
+        )
+        _many(
+            c,
+            "INSERT INTO refs SELECT agent_id, %s, ref_id, original FROM refs WHERE agent_id = %s AND session_id = %s AND ref_id = ANY(%s) "
+            "ORDER BY ref_id ON CONFLICT DO NOTHING",
+            [(child, a, parent, list(ids)) for a, parent, child, ids in changes.ref_copies],
+        )
 
     def write_background(self, items: Sequence[Background], lock: AbstractContextManager[object] | None = None) -> None:
         now = time.time()
@@ -167,17 +187,31 @@ class PgStore:
         ratios: dict[str, float] = {m.model: m.ratio for m in items if isinstance(m, ModelRatio)}
 
         def write(c: psycopg.Connection) -> None:
-            _many(c, "INSERT INTO reports (agent_id, session_id, key, created_at, body) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                  report_rows)
+            _many(
+                c, "INSERT INTO reports (agent_id, session_id, key, created_at, body) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", report_rows
+            )
             for agent_id, session_id, keep in kept:
-                c.execute("DELETE FROM reports WHERE id IN (SELECT id FROM reports WHERE agent_id = %s AND session_id = %s "
-                          "ORDER BY id DESC OFFSET %s)", (agent_id, session_id, keep))
-            _many(c, "UPDATE sessions SET upstream_prompt_tokens = coalesce(%s, upstream_prompt_tokens), cached_tokens = coalesce(%s, "
-                     "cached_tokens), calibration = coalesce(%s, calibration) WHERE agent_id = %s AND session_id = %s", usage_rows)
-            _many(c, "INSERT INTO audit (agent_id, session_id, request_id, created_at, body) VALUES (%s, %s, %s, %s, %s) "
-                     "ON CONFLICT DO NOTHING", audit_rows)
-            _many(c, "INSERT INTO model_calibration VALUES (%s, %s, %s) ON CONFLICT (model) DO UPDATE SET ratio = excluded.ratio, "
-                     "updated_at = excluded.updated_at", [(m, r, now) for m, r in sorted(ratios.items())])
+                c.execute(
+                    "DELETE FROM reports WHERE id IN (SELECT id FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC OFFSET %s)",
+                    (agent_id, session_id, keep),
+                )
+            _many(
+                c,
+                "UPDATE sessions SET upstream_prompt_tokens = coalesce(%s, upstream_prompt_tokens), cached_tokens = coalesce(%s, "
+                "cached_tokens), calibration = coalesce(%s, calibration) WHERE agent_id = %s AND session_id = %s",
+                usage_rows,
+            )
+            _many(
+                c,
+                "INSERT INTO audit (agent_id, session_id, request_id, created_at, body) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                audit_rows,
+            )
+            _many(
+                c,
+                "INSERT INTO model_calibration VALUES (%s, %s, %s) ON CONFLICT (model) DO UPDATE SET ratio = excluded.ratio, "
+                "updated_at = excluded.updated_at",
+                [(m, r, now) for m, r in sorted(ratios.items())],
+            )
 
         with lock if lock is not None else nullcontext():
             self._bounded(write)
@@ -210,8 +244,7 @@ class PgStore:
         return StoredSession(SessionRecord(*record), tuple(links), decisions, bool(links) and bool(tip))
 
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
-        rows = self._rows("SELECT body FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC LIMIT %s",
-                          (agent_id, session_id, limit))
+        rows = self._rows("SELECT body FROM reports WHERE agent_id = %s AND session_id = %s ORDER BY id DESC LIMIT %s", (agent_id, session_id, limit))
         return [json.loads(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
@@ -236,8 +269,10 @@ class PgStore:
         from memory.store.base import AuditRecord
 
         with self.pool.connection() as c, c.cursor() as cur:
-            rows = cur.stream("SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s "
-                              "ORDER BY created_at, id", (since if since is not None else float("-inf"),))
+            rows = cur.stream(
+                "SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= %s ORDER BY created_at, id",
+                (since if since is not None else float("-inf"),),
+            )
             for agent_id, session_id, request_id, created_at, body in rows:
                 yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
 
@@ -246,14 +281,19 @@ class PgStore:
         return [(m, float(r)) for m, r in rows]
 
     def expire(self, before: float, limit: int) -> list[tuple[str, str]]:
-        gone = self._rows("SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s",
-                          (before, limit))
+        gone = self._rows(
+            "SELECT agent_id, session_id FROM sessions WHERE last_seen < %s ORDER BY last_seen, agent_id, session_id LIMIT %s", (before, limit)
+        )
         if not gone:
             return []
 
         def write(c: psycopg.Connection) -> None:
-            _many(c, "DELETE FROM tips WHERE agent_id = %s AND session_id = %s AND link = (SELECT link FROM chain WHERE "
-                     "agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)", gone)
+            _many(
+                c,
+                "DELETE FROM tips WHERE agent_id = %s AND session_id = %s AND link = (SELECT link FROM chain WHERE "
+                "agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)",
+                gone,
+            )
             _many(c, "DELETE FROM chain WHERE agent_id = %s AND session_id = %s", gone)
             for table in _PER_SESSION:
                 _many(c, f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s", gone)
@@ -267,8 +307,7 @@ class PgStore:
         def write(c: psycopg.Connection) -> None:
             for table, per_session in self._owned:
                 if session_id is None:  # the agent and its sub-agents (agent/…)
-                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s OR starts_with(agent_id, %s)",
-                                    (agent_id, agent_id + "/"))
+                    cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s OR starts_with(agent_id, %s)", (agent_id, agent_id + "/"))
                 elif per_session:
                     cur = c.execute(f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s", (agent_id, session_id))
                 else:
@@ -295,5 +334,6 @@ def _owned_tables(conn: psycopg.Connection) -> tuple[tuple[str, bool], ...]:
     rows = conn.execute(
         "SELECT table_name, bool_or(column_name = 'session_id') FROM information_schema.columns WHERE table_schema = current_schema() "
         "AND table_name IN (SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND column_name = 'agent_id') GROUP BY table_name ORDER BY table_name").fetchall()
+        "AND column_name = 'agent_id') GROUP BY table_name ORDER BY table_name"
+    ).fetchall()
     return tuple((name, bool(per_session)) for name, per_session in rows)

@@ -16,12 +16,14 @@ from memory.store.base import ChunkRow, Hit, Item, Turn
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
 _PIECE = re.compile(r"[A-Za-z0-9]+")
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an and are as at be but by can do does for from has have how i if in into is it its let me my no not of on or our so
 than that the their them then there these this those to up us was we were what when where which who why will with you
 your now next run step file line lines output returncode true false none null self def return import
 cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mkdir touch bash sh npm pip
-""".split())
+""".split()
+)
 TERMS_MAX = 24
 EXPIRE_ROWS = 200
 """Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
@@ -32,7 +34,7 @@ write waiting for the database gets it."""
 
 def bigrams(run: str) -> list[str]:
     """A CJK run as its overlapping two-character pieces (a single character stays as it is)."""
-    return [run] if len(run) < 2 else [run[i: i + 2] for i in range(len(run) - 1)]
+    return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def index_text(text: str) -> str:
@@ -170,8 +172,9 @@ def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> i
 def _next_rowid(c: sqlite3.Connection, agent_id: str, session_id: str) -> tuple[int, int]:
     """The rowid of a session's next index row and its ``seq`` (in the caller's transaction)."""
     ((seq,),) = c.execute("UPDATE recall_seq SET n = n + 1 RETURNING n").fetchall()
-    row = c.execute("SELECT base, next FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base DESC LIMIT 1",
-                    (agent_id, session_id)).fetchone()
+    row = c.execute(
+        "SELECT base, next FROM recall_sessions WHERE agent_id = ? AND session_id = ? ORDER BY base DESC LIMIT 1", (agent_id, session_id)
+    ).fetchone()
     if row is not None and row[1] < SLOT:
         c.execute("UPDATE recall_sessions SET next = next + 1 WHERE agent_id = ? AND session_id = ? AND base = ?", (agent_id, session_id, row[0]))
         return row[0] + row[1], seq
@@ -218,35 +221,60 @@ class Recall:
     def _write(self, c: sqlite3.Connection, item: Item, now: float) -> None:
         key = (item.agent_id, item.session_id)
         if isinstance(item, Turn):
-            cur = c.execute("INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)))
+            cur = c.execute(
+                "INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)),
+            )
             if cur.rowcount and item.text.strip():
                 rowid, seq = _next_rowid(c, *key)
                 c.execute(_INDEX, (rowid, index_text(item.text), *key, "turn", f"{item.turn}:{item.hash}", seq))
         elif isinstance(item, ChunkRow):
-            cur = c.execute("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            (*key, item.chunk_id, item.first, item.last, now, item.source, json.dumps(item.tags), json.dumps(item.anchors),
-                             item.line, item.summary))
+            cur = c.execute(
+                "INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *key,
+                    item.chunk_id,
+                    item.first,
+                    item.last,
+                    now,
+                    item.source,
+                    json.dumps(item.tags),
+                    json.dumps(item.anchors),
+                    item.line,
+                    item.summary,
+                ),
+            )
             if cur.rowcount:
                 rowid, seq = _next_rowid(c, *key)
                 c.execute(_INDEX, (rowid, index_text(item.summary), *key, "chunk", item.chunk_id, seq))
         else:
-            c.execute("INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
-                      (*key, item.archive_id, item.number, now, json.dumps(item.body, ensure_ascii=False)))
+            c.execute(
+                "INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, item.archive_id, item.number, now, json.dumps(item.body, ensure_ascii=False)),
+            )
 
-    def search(self, agent_id: str, session_id: str | None, text: str, limit: int = 5, kinds: Sequence[str] = ("chunk", "turn"),
-               agents: Sequence[str] | None = None) -> list[Hit]:
+    def search(
+        self,
+        agent_id: str,
+        session_id: str | None,
+        text: str,
+        limit: int = 5,
+        kinds: Sequence[str] = ("chunk", "turn"),
+        agents: Sequence[str] | None = None,
+    ) -> list[Hit]:
         """The best matches of a text's terms among an agent's session (None: all its sessions; ``agents``: those agents)."""
         words = terms(text)
         if not words:
             return []
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
-        sql = ("SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?" +
-               ("" if everyone else " AND rowid BETWEEN ? AND ?") +
-               ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})") +
-               (" AND session_id = ?" if session_id is not None else "") +
-               f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?")
+        sql = (
+            "SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?"
+            + ("" if everyone else " AND rowid BETWEEN ? AND ?")
+            + ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})")
+            + (" AND session_id = ?" if session_id is not None else "")
+            + f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?"
+        )
         rest = [*([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
         query = match_query(words)
         with self._lock:
@@ -258,45 +286,58 @@ class Recall:
                 rows = [row for first, last in ranges for row in c.execute(sql, [query, first, last, *rest]).fetchall()]
                 if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
                     rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
-            hits = [Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session))
-                    for kind, ref, agent, session, indexed, _, _ in rows]
+            hits = [
+                Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed, _, _ in rows
+            ]
         hits.sort(key=lambda h: -h.matched)
         return hits[:limit]
 
     def _row(self, kind: str, ref: str, agent_id: str, session_id: str) -> dict[str, Any]:
         if kind == "chunk":
-            row = self._conn.execute("SELECT chunk_id, first, last, source, tags, anchors, line, summary FROM chunks "
-                                     "WHERE agent_id = ? AND session_id = ? AND chunk_id = ?", (agent_id, session_id, ref)).fetchone()
+            row = self._conn.execute(
+                "SELECT chunk_id, first, last, source, tags, anchors, line, summary FROM chunks "
+                "WHERE agent_id = ? AND session_id = ? AND chunk_id = ?",
+                (agent_id, session_id, ref),
+            ).fetchone()
             return {"session_id": session_id, **_chunk(row)} if row else {"session_id": session_id, "chunk_id": ref}
         turn, _, digest = ref.partition(":")
-        row = self._conn.execute("SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?",
-                                 (agent_id, session_id, int(turn), digest)).fetchone()
+        row = self._conn.execute(
+            "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?", (agent_id, session_id, int(turn), digest)
+        ).fetchone()
         return {"session_id": session_id, "turn": int(turn), "message": json.loads(row[0]) if row else None}
 
     def chunks(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         with self._lock:
-            rows = self._conn.execute("SELECT chunk_id, first, last, source, tags, anchors, line, summary FROM chunks "
-                                      "WHERE agent_id = ? AND session_id = ? ORDER BY first, rowid", (agent_id, session_id)).fetchall()
+            rows = self._conn.execute(
+                "SELECT chunk_id, first, last, source, tags, anchors, line, summary FROM chunks "
+                "WHERE agent_id = ? AND session_id = ? ORDER BY first, rowid",
+                (agent_id, session_id),
+            ).fetchall()
         return [_chunk(r) for r in rows]
 
     def chunk(self, agent_id: str, chunk_id: str) -> list[dict[str, Any]]:
         """A chunk by id among the agent's sessions (a child made from a parent's history has the same chunks)."""
         with self._lock:
-            rows = self._conn.execute("SELECT chunk_id, first, last, source, tags, anchors, line, summary, session_id FROM chunks "
-                                      "WHERE agent_id = ? AND chunk_id = ?", (agent_id, chunk_id)).fetchall()
+            rows = self._conn.execute(
+                "SELECT chunk_id, first, last, source, tags, anchors, line, summary, session_id FROM chunks WHERE agent_id = ? AND chunk_id = ?",
+                (agent_id, chunk_id),
+            ).fetchall()
         return [{**_chunk(r[:-1]), "session_id": r[-1]} for r in rows]
 
     def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         with self._lock:
-            rows = self._conn.execute("SELECT body, created_at FROM archives WHERE agent_id = ? AND session_id = ? ORDER BY created_at, rowid",
-                                      (agent_id, session_id)).fetchall()
+            rows = self._conn.execute(
+                "SELECT body, created_at FROM archives WHERE agent_id = ? AND session_id = ? ORDER BY created_at, rowid", (agent_id, session_id)
+            ).fetchall()
         return [{**json.loads(body), "created_at": created} for body, created in rows]
 
     def turns(self, agent_id: str, session_id: str, first: int = 0, last: int | None = None) -> list[dict[str, Any]]:
         """The session's raw turns first..last, in order (a position seen with two contents: both, oldest first)."""
         with self._lock:
-            rows = self._conn.execute("SELECT turn, body FROM turns WHERE agent_id = ? AND session_id = ? AND turn >= ? AND turn <= ? "
-                                      "ORDER BY turn, rowid", (agent_id, session_id, first, last if last is not None else 1 << 62)).fetchall()
+            rows = self._conn.execute(
+                "SELECT turn, body FROM turns WHERE agent_id = ? AND session_id = ? AND turn >= ? AND turn <= ? ORDER BY turn, rowid",
+                (agent_id, session_id, first, last if last is not None else 1 << 62),
+            ).fetchall()
         return [{"turn": t, "message": json.loads(b)} for t, b in rows]
 
     def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
@@ -306,8 +347,9 @@ class Recall:
         removed = 0
         while True:
             with self._lock:
-                gone = self._conn.execute("SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? "
-                                          "ORDER BY created_at LIMIT ?", (before, rows)).fetchall()
+                gone = self._conn.execute(
+                    "SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? ORDER BY created_at LIMIT ?", (before, rows)
+                ).fetchall()
                 if gone:
                     self._expire_step(gone)
             removed += len(gone)
@@ -342,5 +384,13 @@ class Recall:
 
 def _chunk(row: Sequence[Any]) -> dict[str, Any]:
     chunk_id, first, last, source, tags, anchors, line, summary = row
-    return {"chunk_id": chunk_id, "first": first, "last": last, "source": source, "tags": json.loads(tags),
-            "anchors": json.loads(anchors), "line": line, "summary": summary}
+    return {
+        "chunk_id": chunk_id,
+        "first": first,
+        "last": last,
+        "source": source,
+        "tags": json.loads(tags),
+        "anchors": json.loads(anchors),
+        "line": line,
+        "summary": summary,
+    }

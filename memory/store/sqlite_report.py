@@ -29,7 +29,8 @@ class SQLiteReport:
     def audit_records(self, since: float | None = None) -> Iterator[AuditRecord]:
         rows = self._conn.execute(
             "SELECT agent_id, session_id, request_id, created_at, body FROM audit WHERE created_at >= ? ORDER BY created_at, rowid",
-            (since if since is not None else float("-inf"),))
+            (since if since is not None else float("-inf"),),
+        )
         for agent_id, session_id, request_id, created_at, body in rows:
             yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
 
@@ -83,13 +84,17 @@ class SQLiteSize:
         oldest = c.execute(
             "SELECT agent_id, session_id FROM sessions s WHERE EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = s.agent_id AND "
             "t.session_id = s.session_id) OR EXISTS (SELECT 1 FROM chunks k WHERE k.agent_id = s.agent_id AND k.session_id = s.session_id) "
-            "ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+            "ORDER BY last_seen LIMIT ?",
+            (sessions,),
+        ).fetchall()
         if oldest:
             with self._transaction() as c:
                 for key in oldest:
                     for first, last in session_ranges(c, *key):
-                        self._count("recall_fts", c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind IN ('turn', 'chunk')",
-                                                            (first, last)).rowcount)
+                        self._count(
+                            "recall_fts",
+                            c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind IN ('turn', 'chunk')", (first, last)).rowcount,
+                        )
                     for table in ("turns", "chunks"):
                         self._count(table, c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount)
             self._count("steps", 1)
@@ -97,7 +102,9 @@ class SQLiteSize:
         oldest = c.execute(
             "SELECT agent_id, session_id FROM sessions s WHERE EXISTS (SELECT 1 FROM reports r WHERE r.agent_id = s.agent_id AND "
             "r.session_id = s.session_id) OR EXISTS (SELECT 1 FROM audit a WHERE a.agent_id = s.agent_id AND a.session_id = s.session_id) "
-            "ORDER BY last_seen LIMIT ?", (sessions,)).fetchall()
+            "ORDER BY last_seen LIMIT ?",
+            (sessions,),
+        ).fetchall()
         if oldest:
             with self._transaction() as c:
                 for table in ("reports", "audit"):
@@ -105,8 +112,11 @@ class SQLiteSize:
             self._count("steps", 1)
             return "records"
         newest = c.execute("SELECT agent_id, session_id FROM sessions ORDER BY last_seen DESC LIMIT 1").fetchone()
-        oldest = [k for k in c.execute("SELECT agent_id, session_id FROM sessions ORDER BY last_seen LIMIT ?", (sessions + 1,)).fetchall()
-                  if tuple(k) != tuple(newest or ())][:sessions]
+        oldest = [
+            k
+            for k in c.execute("SELECT agent_id, session_id FROM sessions ORDER BY last_seen LIMIT ?", (sessions + 1,)).fetchall()
+            if tuple(k) != tuple(newest or ())
+        ][:sessions]
         if not oldest:
             return None  # the newest session stays, whatever its size
         self._expire([(a, s) for a, s in oldest])
@@ -126,4 +136,3 @@ class SQLiteSize:
 
     def _count(self, what: str, n: int) -> None:
         self.shrunk[what] = self.shrunk.get(what, 0) + n
-

@@ -51,8 +51,21 @@ TRUNCATE_EVERY_S = 60.0
 stays bounded (a passive one reuses the file from its start but never shrinks it)."""
 TRUNCATE_BYTES = 64 << 20
 TRUNCATE_RETRY_S = 5.0
-_PER_SESSION = ("links", "decisions", "refs", "reports", "audit", *RECALL_TABLES, "snapshots", "child_results", "session_facts",
-                "task_calls", "child_notebook_versions", "refined_forms", "sessions")
+_PER_SESSION = (
+    "links",
+    "decisions",
+    "refs",
+    "reports",
+    "audit",
+    *RECALL_TABLES,
+    "snapshots",
+    "child_results",
+    "session_facts",
+    "task_calls",
+    "child_notebook_versions",
+    "refined_forms",
+    "sessions",
+)
 
 
 def _many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -158,12 +171,14 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
             _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
             _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
             _many(
-                c, "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
+                c,
+                "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
                 [(a, s, link, _json(body)) for a, s, link, body in changes.decisions],
             )
             _many(c, "INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs])
             _many(
-                c, f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",
+                c,
+                f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",
                 [(child, a, parent, json.dumps(ids)) for a, parent, child, ids in changes.ref_copies],
             )
 
@@ -181,11 +196,14 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
             for agent_id, session_id, keep in kept:
                 c.execute(
                     "DELETE FROM reports WHERE rowid IN (SELECT rowid FROM reports WHERE agent_id = ? AND session_id = ? "
-                    "ORDER BY rowid DESC LIMIT -1 OFFSET ?)", (agent_id, session_id, keep),
+                    "ORDER BY rowid DESC LIMIT -1 OFFSET ?)",
+                    (agent_id, session_id, keep),
                 )
             _many(
-                c, "UPDATE sessions SET upstream_prompt_tokens = coalesce(?, upstream_prompt_tokens), cached_tokens = coalesce(?, cached_tokens), "
-                "calibration = coalesce(?, calibration) WHERE agent_id = ? AND session_id = ?", usage_rows,
+                c,
+                "UPDATE sessions SET upstream_prompt_tokens = coalesce(?, upstream_prompt_tokens), cached_tokens = coalesce(?, cached_tokens), "
+                "calibration = coalesce(?, calibration) WHERE agent_id = ? AND session_id = ?",
+                usage_rows,
             )
             _many(c, "INSERT OR IGNORE INTO audit VALUES (?, ?, ?, ?, ?)", audit_rows)
             _many(c, "INSERT OR REPLACE INTO model_calibration VALUES (?, ?, ?)", ratio_rows)
@@ -210,8 +228,14 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         if row is None:
             return None
         links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
-        decisions = {link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)}
-        tip = bool(links) and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone() is not None
+        decisions = {
+            link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)
+        }
+        tip = (
+            bool(links)
+            and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone()
+            is not None
+        )
         return StoredSession(SessionRecord(*row), links, decisions, tip)
 
     def session_version(self, agent_id: str, session_id: str) -> int | None:
@@ -225,7 +249,8 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
 
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         rows = self._conn.execute(
-            "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit))
+            "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit)
+        )
         return [json.loads(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
@@ -262,7 +287,9 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         with self._transaction() as c:
             c.executemany(  # a session's only tip is its last link: no index by session needed
                 "DELETE FROM tips WHERE agent_id = ? AND session_id = ? AND link = "
-                "(SELECT link FROM chain WHERE agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)", gone)
+                "(SELECT link FROM chain WHERE agent_id = tips.agent_id AND session_id = tips.session_id ORDER BY pos DESC LIMIT 1)",
+                gone,
+            )
             c.executemany("DELETE FROM chain WHERE agent_id = ? AND session_id = ?", gone)
             for table in _PER_SESSION:
                 if table == "recall_fts":  # by the sessions' rowid ranges (a scan of the whole index otherwise)
@@ -277,8 +304,9 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
             with self._transaction() as c:
                 for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_fts"):  # its ranges first
                     if session_id is None:  # the agent and its sub-agents (agent/…)
-                        removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?",
-                                                   (agent_id, len(agent_id) + 1, agent_id + "/")).rowcount
+                        removed[table] = c.execute(
+                            f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?", (agent_id, len(agent_id) + 1, agent_id + "/")
+                        ).rowcount
                     elif table == "recall_fts":
                         removed[table] = delete_sessions(c, [(agent_id, session_id)])
                     elif per_session:

@@ -130,8 +130,14 @@ async def stats(request: web.Request) -> web.Response:
         for w in counted:
             for reason, n in w.failed_by_reason.items():
                 by_reason[reason] = by_reason.get(reason, 0) + n
-        queue = {"written": writer.written, "dropped": writer.dropped, "failed": writer.failed, "dropped_by_reason": by_reason,
-                 "pending": sum(w.pending for w in counted), "retried": sum(w.retried for w in counted)}
+        queue = {
+            "written": writer.written,
+            "dropped": writer.dropped,
+            "failed": writer.failed,
+            "dropped_by_reason": by_reason,
+            "pending": sum(w.pending for w in counted),
+            "retried": sum(w.retried for w in counted),
+        }
     writes = measurer.sessions.unsaved_stats() if measurer.store is not None else None
     slots = request.app[appkeys.SLOTS]
     pool = {"max_connections": slots.limit, "in_use": slots.in_use, "refused": slots.refused}
@@ -144,15 +150,28 @@ async def stats(request: web.Request) -> web.Response:
     stall = getattr(measurer.store, "stall", None)
     longctx = request.app.get(appkeys.LONGCTX)
     # work after answers not finished yet: what a restart right now would not find (a test waits for none)
-    in_flight = {"store_writer": int(writer is not None and not writer.idle), "keeper_tasks": len(getattr(keeper, "_tasks", ())),
-                 "longctx_tasks": len(getattr(longctx, "_tasks", ())),
-                 "recall_writer": int(getattr(longctx, "writer", None) is not None and not longctx.writer.idle)}  # type: ignore[union-attr]
+    in_flight = {
+        "store_writer": int(writer is not None and not writer.idle),
+        "keeper_tasks": len(getattr(keeper, "_tasks", ())),
+        "longctx_tasks": len(getattr(longctx, "_tasks", ())),
+        "recall_writer": int(getattr(longctx, "writer", None) is not None and not longctx.writer.idle),  # type: ignore[union-attr]
+    }
     store: Any = measurer.store
     size = {"max_bytes": store.max_bytes, "bytes": store.bytes, "removed": dict(store.shrunk)} if getattr(store, "max_bytes", 0) else None
-    return web.json_response({"failed_open": failed, "refused": dict(pipeline.refused), "store_writes": writes, "store_queue": queue,
-                              "store_deadline": stall.stats() if stall is not None else None, "in_flight": in_flight,
-                              "store_size": size,
-                              "upstream_pool": pool, "rewrites": dict(measurer.offload.where), "memory": kept})
+    return web.json_response(
+        {
+            "failed_open": failed,
+            "refused": dict(pipeline.refused),
+            "store_writes": writes,
+            "store_queue": queue,
+            "store_deadline": stall.stats() if stall is not None else None,
+            "in_flight": in_flight,
+            "store_size": size,
+            "upstream_pool": pool,
+            "rewrites": dict(measurer.offload.where),
+            "memory": kept,
+        }
+    )
 
 
 def add_routes(app: web.Application) -> None:

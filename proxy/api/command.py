@@ -15,10 +15,13 @@ from proxy.longctx.command import _call
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("sessions", help="list the agents Ruyi knows, or one agent's sessions",
-                       description="Without --agent: every agent with its session count and last activity (GET /ruyi/v1/agents: "
-                       "the admin key, or with no keys a local caller). With --agent: that agent's sessions, most recent first. "
-                       "A client that sends no X-Ruyi-Agent lands in k-<hash of its API key>, or `default` when it sends no key.")
+    p = sub.add_parser(
+        "sessions",
+        help="list the agents Ruyi knows, or one agent's sessions",
+        description="Without --agent: every agent with its session count and last activity (GET /ruyi/v1/agents: "
+        "the admin key, or with no keys a local caller). With --agent: that agent's sessions, most recent first. "
+        "A client that sends no X-Ruyi-Agent lands in k-<hash of its API key>, or `default` when it sends no key.",
+    )
     add_url(p, "the running Ruyi (default: http://127.0.0.1:<server.port>)")
     p.add_argument("--agent", metavar="NAME", help="list this agent's sessions (X-Ruyi-Agent)")
     p.add_argument("--key", metavar="KEY", help="the admin key, when auth.admin_key or auth.keys is set (X-Ruyi-Key)")
@@ -41,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         import json
+
         print(json.dumps(body, indent=2))
     elif args.agent:
         print(f"agent {body['agent_id']}: {len(body['sessions'])} session(s)")

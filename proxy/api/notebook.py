@@ -33,8 +33,7 @@ async def scope(request: web.Request) -> tuple[str, Keeper, str | None]:
         raise ProxyError(400, "invalid_session", f"name one session, the same in ?session= and X-Ruyi-Session; got {named}")
     if not named:
         if parent is not None:
-            raise ProxyError(400, "session_required", f"a sub-agent's notebook is its own: name its session {CHILD_HELP} "
-                                                      "beside X-Ruyi-Parent")
+            raise ProxyError(400, "session_required", f"a sub-agent's notebook is its own: name its session {CHILD_HELP} beside X-Ruyi-Parent")
         return agent, keeper, None
     session_id = named[0]
     measurer = request.app[appkeys.MEASURER]

@@ -19,8 +19,24 @@ from proxy.observe.report import build
 
 DEFAULT_DAYS = 14.0
 """How far back the overview reads when ``?days=`` is not given (the store's own expiry)."""
-TIMELINE_FIELDS = ("request_id", "tier", "batch", "window", "usable", "est_before", "est_after", "upstream_prompt_tokens",
-                   "cached_tokens", "status", "compaction", "overflow_retry", "mode", "archive", "rag_chunks", "model")
+TIMELINE_FIELDS = (
+    "request_id",
+    "tier",
+    "batch",
+    "window",
+    "usable",
+    "est_before",
+    "est_after",
+    "upstream_prompt_tokens",
+    "cached_tokens",
+    "status",
+    "compaction",
+    "overflow_retry",
+    "mode",
+    "archive",
+    "rag_chunks",
+    "model",
+)
 """What one point of a session's chart carries (the audit record's fields; the body of an archive stays out)."""
 
 
@@ -113,8 +129,15 @@ async def timeline(request: web.Request) -> web.Response:
     for position, link in enumerate(session.links if session is not None else ()):  # in the order of the conversation
         for d in (session.decisions.get(link) or []) if session is not None else []:
             if isinstance(d, dict) and (d.get("ref_id") is not None or d.get("new_text")):
-                replaced.append({"message": position, "strategy": d.get("strategy"), "placeholder": d.get("new_text"),
-                                 "ref": d.get("ref_id"), "tokens_saved": d.get("tokens_saved")})
+                replaced.append(
+                    {
+                        "message": position,
+                        "strategy": d.get("strategy"),
+                        "placeholder": d.get("new_text"),
+                        "ref": d.get("ref_id"),
+                        "tokens_saved": d.get("tokens_saved"),
+                    }
+                )
     return web.json_response({"agent_id": agent, "session_id": session_id, "points": points, "replaced": replaced})
 
 

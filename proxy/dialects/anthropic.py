@@ -45,6 +45,7 @@ class AnthropicMessages(Dialect):
         found = convert(body)
         if positions is not None and found is not None:
             from proxy.dialects.anthropic_groups import with_positions  # it builds on this module's write-back
+
             return with_positions(body, found[1], before, after, positions)
         if found is None or not len(found[1]) == len(before) == len(after):
             raise ValueError("the pipeline changed the number of messages; Anthropic bodies are rewritten block by block")
@@ -134,8 +135,11 @@ def _tool_content(block: dict[str, Any]) -> Any:
 
 def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
     args = block.get("input")
-    return {"id": block.get("id"), "type": "function",
-            "function": {"name": block.get("name") or "", "arguments": json.dumps({} if args is None else args, ensure_ascii=False)}}
+    return {
+        "id": block.get("id"),
+        "type": "function",
+        "function": {"name": block.get("name") or "", "arguments": json.dumps({} if args is None else args, ensure_ascii=False)},
+    }
 
 
 def write_back(native: list[dict[str, Any]], origins: list[Origin], before: Messages, after: Messages) -> list[dict[str, Any]]:
@@ -277,7 +281,10 @@ class AnthropicAssembler:
             block = obj.get("content_block") or {}
             if block.get("type") == "tool_use":
                 self._calls[obj.get("index", len(self._calls))] = {
-                    "id": block.get("id") or "", "type": "function", "function": {"name": block.get("name") or "", "arguments": ""}}
+                    "id": block.get("id") or "",
+                    "type": "function",
+                    "function": {"name": block.get("name") or "", "arguments": ""},
+                }
             elif block.get("type") == "text":
                 result.content += block.get("text") or ""
         elif kind == "content_block_delta":
@@ -322,5 +329,4 @@ def context_management_summary(body: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(management, dict):
         return None
     edits = [e for e in management.get("edits") or () if isinstance(e, dict)]
-    return {"edits": [{k: v for k, v in e.items() if k in ("type", "trigger", "keep", "clear_at_least", "clear_tool_inputs")}
-                      for e in edits]}
+    return {"edits": [{k: v for k, v in e.items() if k in ("type", "trigger", "keep", "clear_at_least", "clear_tool_inputs")} for e in edits]}

@@ -64,27 +64,37 @@ BLOCK_GAP = "\n\n"
 
 def _appended(old: Any, new: Any) -> list[Any] | None:
     """The parts appended to old content (None when it changed otherwise)."""
-    if isinstance(old, list) and isinstance(new, list) and len(new) > len(old) and new[:len(old)] == old:
-        return new[len(old):]
+    if isinstance(old, list) and isinstance(new, list) and len(new) > len(old) and new[: len(old)] == old:
+        return new[len(old) :]
     if isinstance(old, str) and isinstance(new, str) and old and len(new) > len(old) and new.startswith(old):
-        return [{"type": "text", "text": new[len(old):].lstrip("\n")}]
+        return [{"type": "text", "text": new[len(old) :].lstrip("\n")}]
     return None
 
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Without tool_use blocks whose tool_result went, nor results whose call went; emptied messages dropped."""
+
     def ids(kind: str, key: str) -> set[Any]:
-        return {b.get(key) for m in messages if isinstance(m.get("content"), list) for b in m["content"]
-                if isinstance(b, dict) and b.get("type") == kind}
+        return {
+            b.get(key) for m in messages if isinstance(m.get("content"), list) for b in m["content"] if isinstance(b, dict) and b.get("type") == kind
+        }
 
     uses, results = ids("tool_use", "id"), ids("tool_result", "tool_use_id")
     out = []
     for msg in messages:
         content = msg.get("content")
         if isinstance(content, list):
-            keep = [b for b in content if not (isinstance(b, dict) and (
-                (b.get("type") == "tool_use" and b.get("id") not in results)
-                or (b.get("type") == "tool_result" and b.get("tool_use_id") not in uses)))]
+            keep = [
+                b
+                for b in content
+                if not (
+                    isinstance(b, dict)
+                    and (
+                        (b.get("type") == "tool_use" and b.get("id") not in results)
+                        or (b.get("type") == "tool_result" and b.get("tool_use_id") not in uses)
+                    )
+                )
+            ]
             if not keep:
                 continue
             if len(keep) != len(content):

@@ -90,9 +90,7 @@ def ollama_to_canonical(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def canonical_to_ollama(
-    native: list[dict[str, Any]], before: list[dict[str, Any]], after: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def canonical_to_ollama(native: list[dict[str, Any]], before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Carry content and argument changes back onto the native messages; the rest stays byte-identical."""
     if len(after) != len(native) or len(before) != len(native):
         raise ValueError("the pipeline changed the number of messages; Ollama bodies are rewritten in place")
@@ -183,8 +181,16 @@ def _with_image_parts(message: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in message.items() if k != "images"}, "content": parts}
 
 
-def ollama_object(model: str, generate: bool, text: str, calls: list[dict[str, Any]] | None = None, *, done: bool = False,
-                  reason: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def ollama_object(
+    model: str,
+    generate: bool,
+    text: str,
+    calls: list[dict[str, Any]] | None = None,
+    *,
+    done: bool = False,
+    reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One Ollama answer object (a stream line, or the whole answer): OpenAI calls' arguments as objects."""
     out: dict[str, Any] = {"model": model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if generate:
@@ -192,7 +198,9 @@ def ollama_object(model: str, generate: bool, text: str, calls: list[dict[str, A
     else:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
-            message["tool_calls"] = [{"function": {"name": c["function"]["name"], "arguments": _arguments(c["function"]["arguments"])}} for c in calls]
+            message["tool_calls"] = [
+                {"function": {"name": c["function"]["name"], "arguments": _arguments(c["function"]["arguments"])}} for c in calls
+            ]
         out["message"] = message
     out["done"] = done
     if done:

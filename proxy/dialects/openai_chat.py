@@ -84,9 +84,7 @@ class OpenAIAssembler:
         self.result.tool_calls = [self._calls[i] for i in sorted(self._calls)]
 
     def _merge_call(self, call: dict[str, Any]) -> None:
-        slot = self._calls.setdefault(
-            call.get("index", len(self._calls)), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-        )
+        slot = self._calls.setdefault(call.get("index", len(self._calls)), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
         if call.get("id"):
             slot["id"] = call["id"]
         fn = call.get("function") or {}

@@ -92,9 +92,15 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.MEASURER] = measurer = Measurer(config, session, store, writer, offload, lock)
     summarizer = LLMSummarizer(config.summarizer) if config.summarizer.model else None
     app[appkeys.LONGCTX] = longctx = LongCtx(config.archive, config.pruning.tool_table(), config.s0, open_recall(config.store, store), summarizer)
-    app[appkeys.KEEPER] = keeper = Keeper(open_database(config.store), config.notebook, summarizer,
-                                          config.store.busy_timeout_ms, offload.run, workspaces=functools.partial(for_agent, config),
-                                          shelf=Shelf(config.cards.recheck_seconds))
+    app[appkeys.KEEPER] = keeper = Keeper(
+        open_database(config.store),
+        config.notebook,
+        summarizer,
+        config.store.busy_timeout_ms,
+        offload.run,
+        workspaces=functools.partial(for_agent, config),
+        shelf=Shelf(config.cards.recheck_seconds),
+    )
     keeper.held.on = not config.store.shared  # replicas write the same store: read it each time (in a worker, as all their requests)
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)
     if config.audit.path is not None:

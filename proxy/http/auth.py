@@ -107,8 +107,11 @@ def check_model_management(request: web.Request, path: str) -> None:
     auth = request.app[appkeys.CONFIG].auth
     if auth.key_agents or _is_admin(request, auth) or is_local(request.remote, auth):
         return
-    raise ProxyError(403, "not_local", f"{path} changes the upstream's models: with no auth.keys set it answers "
-                     "only loopback callers and auth.trusted_networks (or the admin key)")
+    raise ProxyError(
+        403,
+        "not_local",
+        f"{path} changes the upstream's models: with no auth.keys set it answers only loopback callers and auth.trusted_networks (or the admin key)",
+    )
 
 
 def admin_caller(request: web.Request) -> Caller:
@@ -123,9 +126,11 @@ def admin_caller(request: web.Request) -> Caller:
         if agent is not None:
             return Caller(agent_id_for(request.headers, agent))
     if agents or auth.resolved_admin_key is not None:
-        raise ProxyError(401, "invalid_admin_key", "the admin API requires a key in X-Ruyi-Key: the admin key "
-                         "(any agent, named by X-Ruyi-Agent) or a client key (its own agent)")
+        raise ProxyError(
+            401,
+            "invalid_admin_key",
+            "the admin API requires a key in X-Ruyi-Key: the admin key (any agent, named by X-Ruyi-Agent) or a client key (its own agent)",
+        )
     if not is_local(request.remote, auth):
-        raise ProxyError(403, "not_local", "with no auth.keys set the admin API answers only loopback callers "
-                         "and auth.trusted_networks")
+        raise ProxyError(403, "not_local", "with no auth.keys set the admin API answers only loopback callers and auth.trusted_networks")
     return Caller(agent_id_for(request.headers))

@@ -72,16 +72,14 @@ async def _forwarded(request: web.Request, ctx: RequestContext, messages: list[d
     measurer = request.app[appkeys.MEASURER]
     try:
         chain = measurer.fingerprinter.chain(messages)
-        return await measurer.offload.run(forwarded_raw, measurer.sessions, ctx.agent_id, messages, chain, counted.messages,
-                                          counted.total)
+        return await measurer.offload.run(forwarded_raw, measurer.sessions, ctx.agent_id, messages, chain, counted.messages, counted.total)
     except Exception:  # fail open
         request.app[appkeys.PIPELINE].failures["count_tokens_forwarded"] += 1
         log.warning("count_tokens_forwarded_failed", request_id=ctx.request_id, exc_info=True)
         return None
 
 
-async def _layout_tokens(request: web.Request, ctx: RequestContext, body: dict[str, Any], messages: list[dict[str, Any]],
-                         raw_tokens: int) -> int:
+async def _layout_tokens(request: web.Request, ctx: RequestContext, body: dict[str, Any], messages: list[dict[str, Any]], raw_tokens: int) -> int:
     """The tokens of the sections the layout step would add to this request (memory, rules, cards, metadata), at the
     upstream's scale; 0 without a layout or when working it out fails (fail open: the client's own count)."""
     app = request.app

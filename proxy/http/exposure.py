@@ -32,8 +32,10 @@ def exposure_warnings(config: Config) -> list[str]:
     auth, out = config.auth, []
     unset = len(auth.keys) - len(auth.key_agents)
     if unset:
-        out.append(f"{unset} of the {len(auth.keys)} keys in auth.keys name an environment variable that is not set: "
-                   "they admit nobody" + ("" if auth.key_agents else ", and with none left Ruyi runs without client keys"))
+        out.append(
+            f"{unset} of the {len(auth.keys)} keys in auth.keys name an environment variable that is not set: "
+            "they admit nobody" + ("" if auth.key_agents else ", and with none left Ruyi runs without client keys")
+        )
     if not auth.key_agents and not auth.trusted_networks and not is_loopback_host(config.server.host):
         upstreams = sorted({describe(r) for r in (config.default_route, *config.routes)})
         keyed = [r.model for r in config.routes if r.key] + (["default_route"] if config.default_route.key else [])
@@ -54,13 +56,16 @@ def server_options(config: Config) -> dict[str, Any]:
     # The parser's header count bound well above what max_header_bytes admits (a header line takes at least 4
     # bytes), so a request with many headers gets Ruyi's 431 in its own format, not the parser's plain-text 400.
     # keepalive_timeout: aiohttp closes a connection that has not sent a whole request head by then.
-    return {"max_line_size": ceiling, "max_field_size": ceiling, "max_headers": config.limits.max_header_bytes // 4,
-            "keepalive_timeout": config.limits.header_timeout_seconds}
+    return {
+        "max_line_size": ceiling,
+        "max_field_size": ceiling,
+        "max_headers": config.limits.max_header_bytes // 4,
+        "keepalive_timeout": config.limits.header_timeout_seconds,
+    }
 
 
 def check_head_size(request: web.Request, limit: int) -> None:
     """431 in the client's format when the request line and headers together pass limits.max_header_bytes."""
     size = len(request.method) + len(request.raw_path) + 12 + sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
     if size > limit:
-        raise ProxyError(431, "headers_too_large",
-                         f"the request line and headers are {size} bytes; the limit is {limit} (limits.max_header_bytes)")
+        raise ProxyError(431, "headers_too_large", f"the request line and headers are {size} bytes; the limit is {limit} (limits.max_header_bytes)")

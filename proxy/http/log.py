@@ -119,7 +119,7 @@ class Lines:
         with self._lock:
             self.stream.flush()  # whatever else wrote to the stream through Python goes first
             while data:
-                data = data[os.write(self.fd, data):]
+                data = data[os.write(self.fd, data) :]
 
     def flush(self) -> None:
         if self.fd is None:

@@ -76,8 +76,9 @@ def _access(request: web.Request, ctx: RequestContext, status: int, resp: web.St
         try:
             resource = request.match_info.route.resource
             added = (ctx.upstream_answered - ctx.started) * 1000 - ctx.upstream_wait_ms if ctx.upstream_answered is not None else None
-            metrics.record(resource.canonical if resource is not None else "unmatched", ctx.route, ctx.wire, status, facts,
-                           ctx.upstream_latency_ms, added)
+            metrics.record(
+                resource.canonical if resource is not None else "unmatched", ctx.route, ctx.wire, status, facts, ctx.upstream_latency_ms, added
+            )
         except Exception:  # counting must never be why an answer fails
             request.app[appkeys.PIPELINE].failures["metrics"] += 1
             log.warning("metrics_failed", request_id=ctx.request_id, exc_info=True)

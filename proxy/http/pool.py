@@ -40,9 +40,12 @@ class ConnectionSlots:
         except TimeoutError:
             self.refused += 1
             ctx.response_headers["Retry-After"] = str(RETRY_AFTER_S)
-            raise ProxyError(503, "upstream_pool_exhausted",
-                             f"all {self.limit} upstream connections stayed busy for {self.wait_s:g} s; retry shortly "
-                             "(upstream.max_connections sizes the pool, upstream.pool_wait_seconds the wait)") from None
+            raise ProxyError(
+                503,
+                "upstream_pool_exhausted",
+                f"all {self.limit} upstream connections stayed busy for {self.wait_s:g} s; retry shortly "
+                "(upstream.max_connections sizes the pool, upstream.pool_wait_seconds the wait)",
+            ) from None
         try:
             yield
         finally:

@@ -29,9 +29,7 @@ async def relay_whole(resp: aiohttp.ClientResponse, ctx: RequestContext, wire: W
     return out, assembled
 
 
-async def relay_stream(
-    request: web.Request, resp: aiohttp.ClientResponse, ctx: RequestContext, wire: Wire
-) -> tuple[web.StreamResponse, Assembled]:
+async def relay_stream(request: web.Request, resp: aiohttp.ClientResponse, ctx: RequestContext, wire: Wire) -> tuple[web.StreamResponse, Assembled]:
     """Write each chunk as it arrives (whole lines only); a broken upstream ends the stream with an error."""
     out = web.StreamResponse(status=resp.status, headers=relay_headers(resp.headers, ctx.response_headers))
     await out.prepare(request)
@@ -110,8 +108,7 @@ def _log_broken(request: web.Request, ctx: RequestContext, exc: BaseException) -
     return f"the upstream {where} closed the stream before it was complete"
 
 
-async def _end_broken(request: web.Request, out: web.StreamResponse, lines: LineRelay, ctx: RequestContext, wire: Wire,
-                      exc: BaseException) -> str:
+async def _end_broken(request: web.Request, out: web.StreamResponse, lines: LineRelay, ctx: RequestContext, wire: Wire, exc: BaseException) -> str:
     """End a stream the upstream broke with an error event (SSE) or line (NDJSON); the error's code."""
     message = _log_broken(request, ctx, exc)
     code = "upstream_timeout" if isinstance(exc, asyncio.TimeoutError) else "upstream_disconnected"

@@ -43,8 +43,11 @@ def serve(config: Config, ignored_variables: Sequence[str] = ()) -> int:
     taken = port_taken(config.server.host, config.server.port)
     if taken:
         log.error("port_in_use", host=config.server.host, port=config.server.port, reason=taken)
-        print(f"ruyi: cannot listen on {config.server.host}:{config.server.port}: {taken}; "
-              "stop what holds it or choose another port (--port N or RUYI_SERVER__PORT)", file=sys.stderr)
+        print(
+            f"ruyi: cannot listen on {config.server.host}:{config.server.port}: {taken}; "
+            "stop what holds it or choose another port (--port N or RUYI_SERVER__PORT)",
+            file=sys.stderr,
+        )
         return 2
     Measurer.warm_up()
     ruleset()  # the redaction rules, compiled before the first request needs them
@@ -63,8 +66,14 @@ def run(config: Config, log: structlog.typing.FilteringBoundLogger, reuse_port: 
 
     async def serving(_: web.Application) -> None:  # after start-up opened the store (which may refuse)
         shown = "127.0.0.1" if config.server.host in ("0.0.0.0", "::", "") else config.server.host
-        log.info("serving", host=config.server.host, port=config.server.port, upstream=config.default_route.url, pid=os.getpid(),
-                 dashboard=f"http://{shown}:{config.server.port}/ruyi/ui")
+        log.info(
+            "serving",
+            host=config.server.host,
+            port=config.server.port,
+            upstream=config.default_route.url,
+            pid=os.getpid(),
+            dashboard=f"http://{shown}:{config.server.port}/ruyi/ui",
+        )
         for warning in exposure_warnings(config):
             log.warning("serving_exposed", warning=warning)
 

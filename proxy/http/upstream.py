@@ -21,8 +21,17 @@ from proxy.http.pool import ConnectionSlots
 HOP_BY_HOP = frozenset(
     h.lower()
     for h in (
-        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Trailers",
-        "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Trailers",
+        "Transfer-Encoding",
+        "Upgrade",
+        "Host",
+        "Content-Length",
     )
 )
 NOT_RELAYED = HOP_BY_HOP | {"content-encoding"}
@@ -35,9 +44,7 @@ such a body decoded, so without the label; any other encoding is forwarded as se
 
 def make_session(options: UpstreamOptions) -> aiohttp.ClientSession:
     """The one pooled client session of the app (created and closed in a cleanup context)."""
-    timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=options.connect_timeout_seconds, sock_read=options.read_timeout_seconds
-    )
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=options.connect_timeout_seconds, sock_read=options.read_timeout_seconds)
     # the connection count is bounded by ConnectionSlots (a bounded wait, then 503), not by the connector (no bound on the wait)
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True)
     return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True, trust_env=False)
@@ -114,9 +121,7 @@ async def send(
         except TimeoutError:
             raise ProxyError(504, "upstream_timeout", f"the upstream {where} did not answer in time") from None
         except aiohttp.ClientConnectorError as exc:
-            raise ProxyError(
-                502, "upstream_unreachable", f"cannot connect to the upstream {where} ({exc.os_error.strerror or exc})"
-            ) from None
+            raise ProxyError(502, "upstream_unreachable", f"cannot connect to the upstream {where} ({exc.os_error.strerror or exc})") from None
         except aiohttp.ClientError as exc:
             raise ProxyError(502, "upstream_failed", f"the upstream {where} failed: {type(exc).__name__}") from None
         ctx.upstream_answered = time.perf_counter()

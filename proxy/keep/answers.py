@@ -43,10 +43,15 @@ def anchors_md(keeper: Keeper, agent: str) -> str:
 
 def notebook_view(nb: Notebook, notes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The notebook (the agent's, or a sub-agent's own) as GET /notebook answers it; ``notes``: what a change joined or cut."""
-    out: dict[str, Any] = {"agent_id": nb.agent_id, "scope": "agent" if nb.session_id is None else "sub-agent", "version": nb.version,
-           "pending": nb.pending, "counts": nb.counts(),
-           "sections": {name: {"title": SECTIONS[name], "english": ENGLISH[name], "entries": nb.body[name]} for name in SECTIONS},
-           "injected": injected(nb.body)}
+    out: dict[str, Any] = {
+        "agent_id": nb.agent_id,
+        "scope": "agent" if nb.session_id is None else "sub-agent",
+        "version": nb.version,
+        "pending": nb.pending,
+        "counts": nb.counts(),
+        "sections": {name: {"title": SECTIONS[name], "english": ENGLISH[name], "entries": nb.body[name]} for name in SECTIONS},
+        "injected": injected(nb.body),
+    }
     if nb.session_id is not None:
         out["session_id"] = nb.session_id
     if notes:
@@ -77,9 +82,14 @@ def cards_found(keeper: Keeper, agent: str, words: str | None, limit: int = SEAR
     """GET /cards (``?q=WORDS``): the agent's cards most relevant first (every card without words), the files skipped."""
     keywords, found, skipped = keeper.organizer.search(agent, words, limit)
     folders = keeper.organizer.workspaces(agent).card_dirs
-    return {"agent_id": agent, "query": words, "keywords": keywords, "folders": [str(f) for f in folders],
-            "cards": [c.view(with_body=bool(words)) for c in found],
-            "skipped": [{"path": str(p), "reason": why} for p, why in sorted(skipped.items())]}
+    return {
+        "agent_id": agent,
+        "query": words,
+        "keywords": keywords,
+        "folders": [str(f) for f in folders],
+        "cards": [c.view(with_body=bool(words)) for c in found],
+        "skipped": [{"path": str(p), "reason": why} for p, why in sorted(skipped.items())],
+    }
 
 
 def drafts_listed(keeper: Keeper, agent: str, status: str | None) -> dict[str, Any]:
@@ -96,7 +106,16 @@ def draft_judged(keeper: Keeper, agent: str, draft_id: int, accept: bool) -> dic
 def workspace_view(keeper: Keeper, agent: str) -> dict[str, Any]:
     """GET /workspace: what the agent's prompts may get (workspace root, card folders, project rules)."""
     ws, rules = keeper.organizer.rules(agent)
-    return {"agent_id": agent, "workspace_root": str(ws.workspace_root) if ws.workspace_root else None,
-            "card_dirs": [str(f) for f in ws.card_dirs], "rule_names": list(ws.rule_names),
-            "rules": {"files": [str(f) for f in rules.files], "chars": rules.chars, "cut": rules.cut,
-                      "problems": list(rules.problems), "text": rules.text}}
+    return {
+        "agent_id": agent,
+        "workspace_root": str(ws.workspace_root) if ws.workspace_root else None,
+        "card_dirs": [str(f) for f in ws.card_dirs],
+        "rule_names": list(ws.rule_names),
+        "rules": {
+            "files": [str(f) for f in rules.files],
+            "chars": rules.chars,
+            "cut": rules.cut,
+            "problems": list(rules.problems),
+            "text": rules.text,
+        },
+    }

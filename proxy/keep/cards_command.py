@@ -14,10 +14,13 @@ STATUSES = ("proposed", "accepted", "rejected")
 
 
 def add_parsers(sub: Any) -> None:
-    cards = sub.add_parser("cards", help="an agent's knowledge cards (Lite RAG) and its draft cards",
-                           description="Knowledge cards are Markdown files with YAML front matter in the agent's project folder "
-                           "(cards.project_dir, or agents.<id>.cards_dir) and the global one (cards.global_dir). Archives propose "
-                           "draft cards; a person accepts them (the file is written) or rejects them (never proposed again).")
+    cards = sub.add_parser(
+        "cards",
+        help="an agent's knowledge cards (Lite RAG) and its draft cards",
+        description="Knowledge cards are Markdown files with YAML front matter in the agent's project folder "
+        "(cards.project_dir, or agents.<id>.cards_dir) and the global one (cards.global_dir). Archives propose "
+        "draft cards; a person accepts them (the file is written) or rejects them (never proposed again).",
+    )
     c_sub = cards.add_subparsers(dest="cards_command", metavar="ACTION")
     search = c_sub.add_parser("search", help="the cards matching WORDS, most relevant first")
     search.add_argument("words", nargs="+", metavar="WORDS")

@@ -56,10 +56,16 @@ def add_url(parser: argparse.ArgumentParser, help: str) -> None:
 class Local:
     """The store's file itself (safe while Ruyi runs: each change one transaction; the server sees it on its next read)."""
 
-    def __init__(self, store: StoreOptions, agent: str, notebook: NotebookOptions, summarizer: SummarizerOptions,
-                 session: str | None = None, workspaces: Callable[[str], AgentWorkspace] | None = None) -> None:
-        self.keeper = Keeper(open_database(store), notebook, LLMSummarizer(summarizer) if summarizer.model else None,
-                             workspaces=workspaces)
+    def __init__(
+        self,
+        store: StoreOptions,
+        agent: str,
+        notebook: NotebookOptions,
+        summarizer: SummarizerOptions,
+        session: str | None = None,
+        workspaces: Callable[[str], AgentWorkspace] | None = None,
+    ) -> None:
+        self.keeper = Keeper(open_database(store), notebook, LLMSummarizer(summarizer) if summarizer.model else None, workspaces=workspaces)
         self.agent = agent
         self.store = store
         self.child = self._child(session) if session is not None else None
@@ -126,6 +132,7 @@ class Local:
         """A session's form from the store's file: its record and reports beside what the agent's memory holds."""
         from memory.forms.refine import basis
         from memory.forms.render import build
+
         store = open_store(self.store)
         if store is None:
             raise CommandError("store.backend is memory: no session outlives its Ruyi (use --url)")
@@ -224,12 +231,10 @@ class Remote:
     def workspace(self) -> Answer:
         return self._send("GET", "/workspace")
 
-    def _notebook(self, verb: str, path: str, query: dict[str, str | None] | None = None, body: Any = None,
-                  missing: bool = False) -> Answer:
+    def _notebook(self, verb: str, path: str, query: dict[str, str | None] | None = None, body: Any = None, missing: bool = False) -> Answer:
         return self._send(verb, "/notebook" + path, {**(query or {}), "session": self.session}, body, missing)
 
-    def _send(self, verb: str, path: str, query: dict[str, str | None] | None = None, body: Any = None,
-              missing: bool = False) -> Answer:
+    def _send(self, verb: str, path: str, query: dict[str, str | None] | None = None, body: Any = None, missing: bool = False) -> Answer:
         """One request; ``missing``: a 404 is the answer "no such entry" (404, None), not a failure."""
         given = {k: v for k, v in (query or {}).items() if v}
         url = self.base + path + ("?" + urllib.parse.urlencode(given) if given else "")

@@ -24,9 +24,13 @@ def _target(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub: Any) -> None:
-    anchors = sub.add_parser("anchors", help="an agent's anchors (ADR records)", description="Add, list, show, edit, obsolete and "
-                             "export an agent's anchors (types D C I P M U CK DN; an active one needs decision, alternatives, why, "
-                             "impact, verification, rollback).")
+    anchors = sub.add_parser(
+        "anchors",
+        help="an agent's anchors (ADR records)",
+        description="Add, list, show, edit, obsolete and "
+        "export an agent's anchors (types D C I P M U CK DN; an active one needs decision, alternatives, why, "
+        "impact, verification, rollback).",
+    )
     a_sub = anchors.add_subparsers(dest="anchors_command", metavar="ACTION")
     add = a_sub.add_parser("add", help="add an anchor (active unless --pending)")
     add.add_argument("--type", required=True, help="D, C, I, P, M, U, CK or DN")
@@ -49,9 +53,13 @@ def add_parsers(sub: Any) -> None:
     export = a_sub.add_parser("export", help="print anchors.md")
     for p in (add, listing, show, edit, obsolete, export):
         _target(p)
-    memo = sub.add_parser("memo", help="an agent's FastMemo notebook", description="The notebook's five sections (self 自我感知, user "
-                          "用户感知, environment 环境感知, history 历史感知, dynamic 动态context池; any alias), one-line entries, at "
-                          "most 10 each; every change a new version.")
+    memo = sub.add_parser(
+        "memo",
+        help="an agent's FastMemo notebook",
+        description="The notebook's five sections (self 自我感知, user "
+        "用户感知, environment 环境感知, history 历史感知, dynamic 动态context池; any alias), one-line entries, at "
+        "most 10 each; every change a new version.",
+    )
     m_sub = memo.add_subparsers(dest="memo_command", metavar="ACTION")
     m_show = m_sub.add_parser("show", help="print the notebook (markdown)")
     m_add = m_sub.add_parser("add", help="add an entry to a section")
@@ -171,4 +179,8 @@ def _print(args: argparse.Namespace, action: str, answer: Any) -> None:
     else:
         for note in answer.get("notes") or ():
             print(f"note: {note}", file=sys.stderr)
-        print(f"version {answer.get('version')}" + (f" ({answer['how']})" if answer.get("how") else "") + (" — compaction pending" if answer.get("pending") else ""))
+        print(
+            f"version {answer.get('version')}"
+            + (f" ({answer['how']})" if answer.get("how") else "")
+            + (" — compaction pending" if answer.get("pending") else "")
+        )

@@ -12,8 +12,7 @@ from memory.lru import LRU
 AGENTS_HELD = 4096
 """Agents (and sessions' snapshots) whose reads are held (the oldest forgotten first), and agents whose writes are
 counted (the least recently written forgotten first: forgetting one moves the epoch, so no read in flight is kept)."""
-READS = frozenset({"current", "versions", "version", "pending", "get", "list", "counts", "full", "snapshot", "facts",
-                   "results", "task_calls"})
+READS = frozenset({"current", "versions", "version", "pending", "get", "list", "counts", "full", "snapshot", "facts", "results", "task_calls"})
 """Methods of the keeper's stores that only read; any other call may write and drops what is held for its agent."""
 HELD_S = 2.0
 """How long a read is held at most: ``ruyi memo`` and ``ruyi anchors`` write the store's file directly, from another

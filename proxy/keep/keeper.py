@@ -52,9 +52,17 @@ SETTLE_AGENT_S = 1.0
 class Keeper:
     """Everything per agent; each call names its agent. Sync methods run in worker threads (``run``)."""
 
-    def __init__(self, path: Path | KeeperDatabase | None, options: NotebookOptions, summarizer: LLMSummarizer | None,
-                 busy_timeout_ms: int = 5000, run: Callable[..., Any] | None = None, clock: Callable[[], float] = time.time,
-                 workspaces: Callable[[str], AgentWorkspace] | None = None, shelf: Shelf | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | KeeperDatabase | None,
+        options: NotebookOptions,
+        summarizer: LLMSummarizer | None,
+        busy_timeout_ms: int = 5000,
+        run: Callable[..., Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        workspaces: Callable[[str], AgentWorkspace] | None = None,
+        shelf: Shelf | None = None,
+    ) -> None:
         self.db = path if path is not None and not isinstance(path, Path) else Database(path, busy_timeout_ms)
         self.options = options
         self.summarizer = summarizer
@@ -99,9 +107,17 @@ class Keeper:
             answer = ctx.assembled.message() if ctx.assembled is not None else None
             report = getattr(ctx.pruning, "report", None)
             archive = _archive_of(ctx)
-            task = asyncio.create_task(self._remember(m.session.agent_id, m.session.session_id, list(ctx.new_messages), answer,
-                                                      report if isinstance(report, dict) else None, archive,
-                                                      (list(ctx.noted_messages), m.shared) if ctx.noted_messages else None))
+            task = asyncio.create_task(
+                self._remember(
+                    m.session.agent_id,
+                    m.session.session_id,
+                    list(ctx.new_messages),
+                    answer,
+                    report if isinstance(report, dict) else None,
+                    archive,
+                    (list(ctx.noted_messages), m.shared) if ctx.noted_messages else None,
+                )
+            )
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
@@ -112,9 +128,16 @@ class Keeper:
         mine.add(task)
         task.add_done_callback(lambda t, agent=m.session.agent_id: self._forget_task(agent, t))
 
-    async def _remember(self, agent_id: str, session_id: str, messages: list[dict[str, Any]], answer: dict[str, Any] | None,
-                        report: dict[str, Any] | None, archive: dict[str, Any] | None = None,
-                        whole: tuple[list[dict[str, Any]], int] | None = None) -> None:
+    async def _remember(
+        self,
+        agent_id: str,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        answer: dict[str, Any] | None,
+        report: dict[str, Any] | None,
+        archive: dict[str, Any] | None = None,
+        whole: tuple[list[dict[str, Any]], int] | None = None,
+    ) -> None:
         try:
             await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
             plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
@@ -146,8 +169,15 @@ class Keeper:
 
     # in a worker thread
 
-    def remember(self, agent_id: str, session_id: str, messages: Sequence[dict[str, Any]], answer: dict[str, Any] | None,
-                 report: dict[str, Any] | None, whole: tuple[Sequence[dict[str, Any]], int] | None = None) -> list[str]:
+    def remember(
+        self,
+        agent_id: str,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],
+        answer: dict[str, Any] | None,
+        report: dict[str, Any] | None,
+        whole: tuple[Sequence[dict[str, Any]], int] | None = None,
+    ) -> list[str]:
         """Everything learned from one request and its answer; returns the ids of the anchors captured. ``whole``: the
         request's messages and where its new ones begin (the facts fold in what they have not yet, whatever process
         recorded the request)."""
@@ -174,9 +204,12 @@ class Keeper:
         if self.options.pool_lines and report is not None and report.get("batch") in BATCHES:
             saved = sum(row.get("tokens_saved", 0) for row in report.get("strategies", {}).values())
             items = sum(row.get("items", 0) for row in report.get("strategies", {}).values())
-            self.pool_line(agent_id, f"{_stamp(self._clock())} session {session_id}: prune batch ({report['batch']}) cleared {items} "
-                           f"item(s), {saved} tokens; {report.get('tier_before')} → {report.get('tier_after')}",
-                           session_id if child_of is not None else None)
+            self.pool_line(
+                agent_id,
+                f"{_stamp(self._clock())} session {session_id}: prune batch ({report['batch']}) cleared {items} "
+                f"item(s), {saved} tokens; {report.get('tier_before')} → {report.get('tier_after')}",
+                session_id if child_of is not None else None,
+            )
         return captured
 
     def archived(self, agent_id: str, session_id: str, archive: dict[str, Any]) -> tuple[str, Proposals] | None:
@@ -188,14 +221,21 @@ class Keeper:
         record = archive["record"]
         span = f"messages {record.get('head')}–{record.get('end')}"
         if self.options.pool_lines:
-            self.pool_line(agent_id, f"{_stamp(self._clock())} session {session_id}: archive {record.get('number')} ({record.get('reason')}), "
-                                     f"{span}, summary {archive.get('source')}", child)
+            self.pool_line(
+                agent_id,
+                f"{_stamp(self._clock())} session {session_id}: archive {record.get('number')} ({record.get('reason')}), "
+                f"{span}, summary {archive.get('source')}",
+                child,
+            )
         if child is not None:
             return None
         facts = learn({}, archive["messages"], None)
         changed = [p for p, a in facts.get("files", []) if a == "changed"][-4:]
-        history = f"session {session_id} archived {span}" + (f": changed {', '.join(changed)}" if changed else "") + (
-            f"; last error {facts['errors'][-1][:80]}" if facts.get("errors") else "")
+        history = (
+            f"session {session_id} archived {span}"
+            + (f": changed {', '.join(changed)}" if changed else "")
+            + (f"; last error {facts['errors'][-1][:80]}" if facts.get("errors") else "")
+        )
         found = propose(archive["messages"], history)
         return history, Proposals(found.entries, found.anchors, self.organizer.drafted(archive["messages"]))
 
@@ -205,20 +245,30 @@ class Keeper:
         entries = self.notebook.propose(agent_id, found.entries)
         anchors = self.anchors.propose(agent_id, session_id, found.anchors)
         drafts = self.organizer.propose(agent_id, session_id, found.cards)  # draft cards: the Organizer's rules hold whoever drafted
-        log.info("archive_remembered", agent_id=agent_id, session_id=session_id, how=how,
-                 entries=len(found.entries) if entries is not None else 0, anchors=[a.anchor_id for a in anchors],
-                 card_drafts=[d.draft_id for d in drafts])
+        log.info(
+            "archive_remembered",
+            agent_id=agent_id,
+            session_id=session_id,
+            how=how,
+            entries=len(found.entries) if entries is not None else 0,
+            anchors=[a.anchor_id for a in anchors],
+            card_drafts=[d.draft_id for d in drafts],
+        )
         return {"entries": entries is not None, "anchors": [a.anchor_id for a in anchors], "cards": [d.draft_id for d in drafts]}
 
     def state(self, agent_id: str, session_id: str) -> SessionState:
         """What the agent's memory holds for a session's forms (the registry's view and reports are added by the API); a
         sub-agent's forms show its own notebook, not its agent's."""
         child = session_id if self.sessions.snapshot(agent_id, session_id) is not None else None
-        return SessionState(session_id, self.sessions.facts(agent_id, session_id), self.anchors.list(agent_id),
-                            self.notebook.current(agent_id, child).body, children=self.sessions.results(agent_id, session_id))
+        return SessionState(
+            session_id,
+            self.sessions.facts(agent_id, session_id),
+            self.anchors.list(agent_id),
+            self.notebook.current(agent_id, child).body,
+            children=self.sessions.results(agent_id, session_id),
+        )
 
-    def snapshot_for(self, agent_id: str, session_id: str, new: bool, messages: Sequence[dict[str, Any]],
-                     parent_hint: str | None) -> str | None:
+    def snapshot_for(self, agent_id: str, session_id: str, new: bool, messages: Sequence[dict[str, Any]], parent_hint: str | None) -> str | None:
         """A child's snapshot: the one it was given (every request of it carries the same bytes), or, on its first request,
         one made now when it names its parent (X-Ruyi-Parent) or its first message is a pending task call's prompt."""
         kept = self.held.get((agent_id, "snapshot", session_id), lambda: self.sessions.snapshot(agent_id, session_id))
@@ -280,8 +330,13 @@ class Keeper:
                 if child is not None:  # a child's notebook is never pending: nothing to retry
                     return None, "unusable"
                 retry_at = await self.run(self.notebook.failed, agent_id, self._backoff)
-                log.warning("notebook_compaction_unusable", agent_id=agent_id, version=before.version, reason=why if answer is None else "answer",
-                            retry_at=round(retry_at, 1))
+                log.warning(
+                    "notebook_compaction_unusable",
+                    agent_id=agent_id,
+                    version=before.version,
+                    reason=why if answer is None else "answer",
+                    retry_at=round(retry_at, 1),
+                )
                 return None, "unusable"
             self.summarizer.succeeded(key)
             how = "llm"
@@ -329,7 +384,7 @@ def _archive_of(ctx: RequestContext) -> dict[str, Any] | None:
     if done is None:
         return None
     head, end = int(done.record.get("head", 0)), int(done.record.get("end", -1))
-    return {"record": dict(done.record), "messages": list(mem.messages[head: end + 1]), "source": done.summary.source}  # type: ignore[union-attr]
+    return {"record": dict(done.record), "messages": list(mem.messages[head : end + 1]), "source": done.summary.source}  # type: ignore[union-attr]
 
 
 def _stamp(at: float) -> str:

@@ -28,8 +28,14 @@ LIST_LIMIT = 1000
 class Organizer:
     """Per agent, isolated: its drafts in the store, its cards and rules from its own workspace (``for_agent``)."""
 
-    def __init__(self, db: Database, workspaces: Callable[[str], AgentWorkspace], shelf: Shelf,
-                 clock: Callable[[], float] = time.time, redact: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(
+        self,
+        db: Database,
+        workspaces: Callable[[str], AgentWorkspace],
+        shelf: Shelf,
+        clock: Callable[[], float] = time.time,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
         self.drafts = CardDrafts(db, clock, redact)
         self.workspaces = workspaces
         self.shelf = shelf

@@ -68,8 +68,9 @@ class Refiner:
     checks; until then the deterministic form is the answer) and an archive's proposals (the extractive ones when the
     answer is unusable, late or missing). Each call under the summarizer's slots, timeout and breaker."""
 
-    def __init__(self, summarizer: LLMSummarizer | None, sessions: SessionMemory, run: Callable[..., Any],
-                 redact: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(
+        self, summarizer: LLMSummarizer | None, sessions: SessionMemory, run: Callable[..., Any], redact: Callable[[str], str] = lambda s: s
+    ) -> None:
         self.summarizer = summarizer
         self._sessions = sessions
         self._run = run
@@ -128,8 +129,15 @@ class Refiner:
 
     # an archive's proposals
 
-    def propose(self, agent_id: str, session_id: str, trace: Sequence[Mapping[str, Any]], history_line: str,
-                fallback: proposals.Proposals, apply: Callable[[str, str, proposals.Proposals, str], Any]) -> bool:
+    def propose(
+        self,
+        agent_id: str,
+        session_id: str,
+        trace: Sequence[Mapping[str, Any]],
+        history_line: str,
+        fallback: proposals.Proposals,
+        apply: Callable[[str, str, proposals.Proposals, str], Any],
+    ) -> bool:
         """Ask the summarizer what the archived turns established, then ``apply`` its proposals, or ``fallback`` (the
         extractive ones) when its answer is unusable, late or missing. False (nothing started) without a model."""
         target = self.target()
@@ -138,8 +146,16 @@ class Refiner:
         self._spawn(self._propose(agent_id, session_id, target, list(trace), history_line, fallback, apply))
         return True
 
-    async def _propose(self, agent_id: str, session_id: str, target: Target, trace: list[Mapping[str, Any]], history_line: str,
-                       fallback: proposals.Proposals, apply: Callable[[str, str, proposals.Proposals, str], Any]) -> None:
+    async def _propose(
+        self,
+        agent_id: str,
+        session_id: str,
+        target: Target,
+        trace: list[Mapping[str, Any]],
+        history_line: str,
+        fallback: proposals.Proposals,
+        apply: Callable[[str, str, proposals.Proposals, str], Any],
+    ) -> None:
         assert self.summarizer is not None
         breaker = (agent_id, "proposals")
         asked = await self._run(proposal_messages, trace, self._redact)  # a worker thread: the turns may be large

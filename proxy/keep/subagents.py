@@ -19,7 +19,7 @@ TASK_TOOLS = frozenset({"Task", "task", "Agent", "agent", "dispatch_agent", "spa
 PROMPT_KEYS = ("prompt", "task", "instructions", "message")
 SPAWNS_KEPT = 1000
 SPAWN_TTL_S = 3600.0
-SNAPSHOT_HEADER = "<ruyi-snapshot parent=\"{parent}\">"
+SNAPSHOT_HEADER = '<ruyi-snapshot parent="{parent}">'
 SNAPSHOT_FOOTER = "</ruyi-snapshot>"
 
 
@@ -56,8 +56,11 @@ def prompt_candidates(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         return found
     whole = first_user_text(messages) or ""
     content = first.get("content")
-    parts = [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)] \
-        if isinstance(content, list) else []
+    parts = (
+        [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+        if isinstance(content, list)
+        else []
+    )
     for text in (whole, stripped(whole), *parts, *(stripped(p) for p in parts), task_text(messages) or ""):
         if text.strip() and text not in found:
             found.append(text)

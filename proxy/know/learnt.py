@@ -26,8 +26,10 @@ from collections import OrderedDict
 from typing import Any
 
 LIMIT_THEN_COUNT = (
-    re.compile(r"maximum context length is (?P<limit>\d+) tokens?\.?\s*however,? (?:your messages resulted in|you requested|your request has|"
-               r"your prompt contains at least) (?P<count>\d+)"),
+    re.compile(
+        r"maximum context length is (?P<limit>\d+) tokens?\.?\s*however,? (?:your messages resulted in|you requested|your request has|"
+        r"your prompt contains at least) (?P<count>\d+)"
+    ),
     re.compile(r"maximum context length is (?P<limit>\d+) tokens?.{0,80}?\((?P<count>\d+) in the messages"),
     re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
 )

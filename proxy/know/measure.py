@@ -58,8 +58,15 @@ class Measurer:
     Everything but ``window`` runs in worker threads (``offload``): the registry is serialized by its lock, which
     the writer shares (one store connection); the caches tolerate concurrent use."""
 
-    def __init__(self, config: Config, client: aiohttp.ClientSession, store: Store | None = None, writer: Writer | None = None,
-                 offload: Offload | None = None, lock: threading.RLock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        client: aiohttp.ClientSession,
+        store: Store | None = None,
+        writer: Writer | None = None,
+        offload: Offload | None = None,
+        lock: threading.RLock | None = None,
+    ) -> None:
         self.config = config
         self.client = client
         self.store = store
@@ -72,8 +79,14 @@ class Measurer:
         self.shared = store is not None and config.store.shared
         """Replicas share the store: each request resolves from the store, under its session's lock (memory/shared.py)."""
         kind = SharedRegistry if self.shared else SessionRegistry
-        registry = kind(config.sessions, store=store, queue=writer.put if writer is not None else None,
-                        reports_max=config.pruning.reports_kept, unsaved_max=config.store.unsaved_max, soon=soon)
+        registry = kind(
+            config.sessions,
+            store=store,
+            queue=writer.put if writer is not None else None,
+            reports_max=config.pruning.reports_kept,
+            unsaved_max=config.store.unsaved_max,
+            soon=soon,
+        )
         self.sessions: SessionRegistry = SerializedRegistry(registry, lock)  # type: ignore[assignment]
         if store is not None:
             self.calibration.restore(store.ratios())
@@ -165,12 +178,27 @@ class Measurer:
         tokens = round(m.raw_tokens * scale)
         budget = budget_for(window.tokens, m.requested, self.config.window)
         log.info("window_learnt", model=model, upstream=route.url, limit=limit, server_count=count, ruyi_count=sent)
-        return replace(m, window=window, budget=budget, tokens=tokens, scale=scale,
-                       tier=tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled))
+        return replace(
+            m,
+            window=window,
+            budget=budget,
+            tokens=tokens,
+            scale=scale,
+            tier=tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled),
+        )
 
     def measure(
-        self, dialect_name: str, model: str, body: Mapping[str, Any], messages: Messages | None, headers: Mapping[str, str], ollama: bool,
-        window: Window, *, agent_id: str, stored: bool = True,
+        self,
+        dialect_name: str,
+        model: str,
+        body: Mapping[str, Any],
+        messages: Messages | None,
+        headers: Mapping[str, str],
+        ollama: bool,
+        window: Window,
+        *,
+        agent_id: str,
+        stored: bool = True,
     ) -> Measurement:
         """In a worker thread (or on the loop with ``stored=False``, holding the registry's lock: `NeedsStore` when the
         session cannot be resolved from memory). ``agent_id``: who is asking (proxy.http.auth decides it); sessions are
@@ -200,9 +228,27 @@ class Measurer:
                 keep_alive = keep_alive_seconds(body.get("keep_alive"), self.config.ollama.keep_alive_s)
                 if window.source != "request":
                     num_ctx = num_ctx_for(tokens, requested, window.tokens, self.loaded.num_ctx(key), self.config.window)
-            m = Measurement(resolution.session, resolution.how, resolution.new_messages, chain.links, resolution.shared,
-                            prompt.total + exact, tokens, window, budget, tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled), num_ctx,
-                            self.counter.text_counter(model), prompt.messages, key, keep_alive, scale, turn, requested, elsewhere)
+            m = Measurement(
+                resolution.session,
+                resolution.how,
+                resolution.new_messages,
+                chain.links,
+                resolution.shared,
+                prompt.total + exact,
+                tokens,
+                window,
+                budget,
+                tier_for(budget.usage(tokens), self.config.tiers, self.config.archive.enabled),
+                num_ctx,
+                self.counter.text_counter(model),
+                prompt.messages,
+                key,
+                keep_alive,
+                scale,
+                turn,
+                requested,
+                elsewhere,
+            )
             in_force = num_ctx or (window.tokens if window.source == "request" else None)
             if ollama and api == "openai":
                 in_force = self.config.ollama.default_context
@@ -217,8 +263,7 @@ class Measurer:
         """A new turn of a session (an overflow retry's), under its lock in the store when replicas share it."""
         return session_turn(self.store if self.shared else None, self.offload.turns, agent_id, session_id)
 
-    def decide_in_turn(self, agent_id: str, session_id: str, decide: Callable[[Session], Mapping[str, Any]],
-                       clear_batch_retry: bool = False) -> bool:
+    def decide_in_turn(self, agent_id: str, session_id: str, decide: Callable[[Session], Mapping[str, Any]], clear_batch_retry: bool = False) -> bool:
         """A person's action on a session (the archive API): ``decide(session)`` makes the decisions, written in the
         session's turn; with replicas on the copy the store has now, under the session's lock. In a worker thread."""
         with self.turn_of(agent_id, session_id):
@@ -234,8 +279,13 @@ class Measurer:
         when the rewritten body, which carries it, is what goes out."""
         s = m.session
         self.sessions.record(
-            s.agent_id, s.session_id, prompt_tokens=tokens_after, tier=m.tier.value, window=m.window.tokens,
-            num_ctx=m.num_ctx if forwarded else None, calibration=m.scale,
+            s.agent_id,
+            s.session_id,
+            prompt_tokens=tokens_after,
+            tier=m.tier.value,
+            window=m.window.tokens,
+            num_ctx=m.num_ctx if forwarded else None,
+            calibration=m.scale,
         )
 
     def forwarding(self, m: Measurement, rewritten: bool) -> None:
@@ -269,10 +319,14 @@ class Measurer:
         if ratio is not None:
             self._keep_ratio(ModelRatio(model, ratio))
         s = m.session
-        self.sessions.record(s.agent_id, s.session_id, upstream_prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
-                             calibration=self.calibration.ratio(model))
-        seen = {"upstream_prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
-                "server_cleared_tokens": cleared or None}
+        self.sessions.record(
+            s.agent_id,
+            s.session_id,
+            upstream_prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            calibration=self.calibration.ratio(model),
+        )
+        seen = {"upstream_prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens, "server_cleared_tokens": cleared or None}
         return {k: v for k, v in seen.items() if v is not None}
 
     def _keep_ratio(self, ratio: ModelRatio) -> None:

@@ -21,8 +21,16 @@ RELOCATE_TRIES = 8
 """With replicas, how often a request follows a session whose tip another process moved before it gives up (fail open)."""
 
 
-def resolve_shared(registry: SessionRegistry, store: Store | None, turns: SessionTurns, calibration: Calibration, agent_id: str,
-                   chain: MessageChain, header: str | None, stored: bool) -> tuple[Resolution, Turn]:
+def resolve_shared(
+    registry: SessionRegistry,
+    store: Store | None,
+    turns: SessionTurns,
+    calibration: Calibration,
+    agent_id: str,
+    chain: MessageChain,
+    header: str | None,
+    stored: bool,
+) -> tuple[Resolution, Turn]:
     """The request's session resolved under its lock in the store (taken without the registry's lock, which the
     holder may need), and its turn, which releases the lock when it ends (after the durable write)."""
     if not stored:

@@ -205,9 +205,7 @@ def budget_for(window: int, requested: int | None, options: WindowOptions) -> Bu
     return Budget(window, reserve_for(window, requested, options))
 
 
-def num_ctx_for(
-    prompt_tokens: int, requested: int | None, cap: int, current: int | None, options: WindowOptions
-) -> int:
+def num_ctx_for(prompt_tokens: int, requested: int | None, cap: int, current: int | None, options: WindowOptions) -> int:
     """The smallest ladder step that holds the prompt plus its reserve at that step, capped at `cap`
     (the model's window), and never below `current` (the num_ctx the model runs with while in use): a
     changed num_ctx makes Ollama reload the model."""

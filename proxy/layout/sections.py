@@ -13,15 +13,25 @@ OPEN = "<ruyi-memory>"
 CLOSE = "</ruyi-memory>"
 CLIENT_SYSTEM = "{client_system}"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]{2,}|[\u4e00-\u9fff]{2,}")
-STOP = frozenset("the and for with that this from you your are was were have has not but all any can use into onto our out "
-                 "then than them they what when where which will would should could about after before each more most".split())
-TITLES = {"task": "Task", "core": "Core template", "notebook": "Notebook (FastMemo: the agent's hot memory)",
-          "anchors": "Anchors (decisions and constraints in force; cite them as [D001])", "rules": "Project rules",
-          "snapshot": "From the parent agent", "compact": "After the archive"}
+STOP = frozenset(
+    "the and for with that this from you your are was were have has not but all any can use into onto our out "
+    "then than them they what when where which will would should could about after before each more most".split()
+)
+TITLES = {
+    "task": "Task",
+    "core": "Core template",
+    "notebook": "Notebook (FastMemo: the agent's hot memory)",
+    "anchors": "Anchors (decisions and constraints in force; cite them as [D001])",
+    "rules": "Project rules",
+    "snapshot": "From the parent agent",
+    "compact": "After the archive",
+}
 MIN_SCORE = 2
 """An anchor goes in when it shares one word of its title, or two of its fields, with the session."""
-REMINDER_EN = ("⚠️ Yellow light, not red: Ruyi archived the older turns and the context has room again. There is no need to "
-               "rush or to wrap up early: go on with the task as planned.")
+REMINDER_EN = (
+    "⚠️ Yellow light, not red: Ruyi archived the older turns and the context has room again. There is no need to "
+    "rush or to wrap up early: go on with the task as planned."
+)
 REMINDER_ZH = "⚠️ 黄灯提醒：Ruyi 已存档较早的对话，上下文还有空间。不必仓促收尾，按计划继续完成任务。"
 
 

@@ -80,8 +80,7 @@ class LayoutPlanStep:
         ctx.layout = state
         return messages
 
-    def preview(self, messages: Messages, ctx: RequestContext, count: Callable[[str], int], usage: float, window: int,
-                tier: str) -> dict[str, int]:
+    def preview(self, messages: Messages, ctx: RequestContext, count: Callable[[str], int], usage: float, window: int, tier: str) -> dict[str, int]:
         """``count_tokens``: the tokens of each part this request would get (``stable``: the part after the system
         prompt, ``block``: the per-request block), built now from the agent's memory, workspace and cards, as for a new
         conversation; nothing recorded, nothing kept. In a worker thread (the notebook is read from the store)."""
@@ -126,20 +125,25 @@ class LayoutPlanStep:
 
         def words() -> list[str]:
             if not found:
-                rest = [msg for msg in messages if msg.get("role") != "system"][-(ws.context_window_steps if ws is not None else 5):]
+                rest = [msg for msg in messages if msg.get("role") != "system"][-(ws.context_window_steps if ws is not None else 5) :]
                 found.append(self.sources.keywords([_ends(first_user_text(messages) or ""), *(_ends(text_of(msg)) for msg in rest)]))
             return found[0]
 
         return words
 
-    def build(self, messages: Messages, ctx: RequestContext, memory: Memory, ws: Any, archive: int,
-              words: Callable[[], list[str]], compact: str = "") -> dict[str, Any]:
+    def build(
+        self, messages: Messages, ctx: RequestContext, memory: Memory, ws: Any, archive: int, words: Callable[[], list[str]], compact: str = ""
+    ) -> dict[str, Any]:
         """The stable part, as the session keeps it: its text, each section's text, and what memory held (for the delta)."""
         o = self.options
         chosen = relevant_anchors(memory.anchors, terms(words()) if memory.anchors else set(), o.anchors_max)
         rules = self.sources.rules(ws, ctx)
-        sections = [Section("notebook", memory.notebook), Section("anchors", anchors_text(chosen, o.anchors_chars)),
-                    Section("rules", rules), Section("compact", compact)]
+        sections = [
+            Section("notebook", memory.notebook),
+            Section("anchors", anchors_text(chosen, o.anchors_chars)),
+            Section("rules", rules),
+            Section("compact", compact),
+        ]
         task = ""
         if o.mode == "full":
             task = ctx.task or first_user_text(messages) or ""
@@ -148,12 +152,17 @@ class LayoutPlanStep:
             text = full_system(task, core(o.core_template, "").strip(), sections)
         else:
             text = block(sections)
-        return {"archive": archive, "mode": o.mode, "text": text, "task": task,
-                "sections": {s.name: s.text for s in sections if s.text.strip()},
-                "notebook": memory.notebook_lines, "anchors": memory.active}
+        return {
+            "archive": archive,
+            "mode": o.mode,
+            "text": text,
+            "task": task,
+            "sections": {s.name: s.text for s in sections if s.text.strip()},
+            "notebook": memory.notebook_lines,
+            "anchors": memory.active,
+        }
 
-    def trailing(self, ctx: RequestContext, record: Mapping[str, Any], memory: Memory, ws: Any,
-                 words: Callable[[], list[str]]) -> dict[str, str]:
+    def trailing(self, ctx: RequestContext, record: Mapping[str, Any], memory: Memory, ws: Any, words: Callable[[], list[str]]) -> dict[str, str]:
         """This request's sections: metadata, retrieved cards, the memory delta (each empty when it has nothing)."""
         m = ctx.measurement
         assert m is not None
@@ -214,7 +223,8 @@ class LayoutStep:
         if state.trailing.get("metadata") and isinstance(report.get("usage_after"), float):  # what is forwarded, not what was sent
             state.trailing["metadata"] = CONTEXT_LINE.sub(
                 f"- context: {report['usage_after']:.0%} of {m.window.tokens:,} tokens used (tier {report.get('tier_after', m.tier.value)})",
-                state.trailing["metadata"])
+                state.trailing["metadata"],
+            )
         blk = trailing_block(state.trailing)
         at = newest_input(out)
         if blk and at is not None:
@@ -263,8 +273,12 @@ class LayoutStep:
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
         if added:
             shown = {**state.record.get("sections", {}), **{k: v for k, v in state.trailing.items() if v}}
-            outcome.report["layout"] = {"mode": self.options.mode, "built": state.built, "tokens": added,
-                                        "sections": {name: n for name, n in state.tokens.items() if name in shown}}
+            outcome.report["layout"] = {
+                "mode": self.options.mode,
+                "built": state.built,
+                "tokens": added,
+                "sections": {name: n for name, n in state.tokens.items() if name in shown},
+            }
 
 
 KEYWORD_CHARS = 4000
@@ -299,4 +313,3 @@ def tokens_planned(ctx: RequestContext) -> int:
     """What the layout adds to this request, as planned before pruning (0 without a layout)."""
     state = ctx.layout
     return state.planned if state is not None else 0
-

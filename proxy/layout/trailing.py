@@ -46,8 +46,7 @@ def now_with_zone() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).astimezone()
 
 
-def delta(built_notebook: Sequence[str], notebook: Sequence[str], built_anchors: Sequence[str], anchors: Sequence[Anchor],
-          limit: int) -> str:
+def delta(built_notebook: Sequence[str], notebook: Sequence[str], built_anchors: Sequence[str], anchors: Sequence[Anchor], limit: int) -> str:
     """What changed in memory since the stable part was built: notebook lines added and removed, anchors newly in
     force (their first line) and no longer in force; within ``limit`` characters."""
     before, now = set(built_notebook), set(notebook)
@@ -80,4 +79,3 @@ def newest_input(messages: Sequence[Mapping[str, Any]]) -> int | None:
     if messages and messages[-1].get("role") in ("user", "tool"):
         return len(messages) - 1
     return None
-

@@ -103,10 +103,21 @@ class Plan:
     """Raw tokens of the restarted request, its block estimated."""
 
 
-def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, Any]], client_tokens: Sequence[int],
-         view: Sequence[Mapping[str, Any]], positions: Sequence[int], view_tokens: Sequence[int], raw_total: int,
-         ratio: float, current: Mapping[str, Any] | None, cap_share: float = 0.85, lead: float = 0.0,
-         crowded_share: float | None = None) -> Plan | None:
+def plan(
+    options: ArchiveOptions,
+    budget: Budget,
+    client: Sequence[Mapping[str, Any]],
+    client_tokens: Sequence[int],
+    view: Sequence[Mapping[str, Any]],
+    positions: Sequence[int],
+    view_tokens: Sequence[int],
+    raw_total: int,
+    ratio: float,
+    current: Mapping[str, Any] | None,
+    cap_share: float = 0.85,
+    lead: float = 0.0,
+    crowded_share: float | None = None,
+) -> Plan | None:
     """The earliest turn start from which the newest turns fit ``target`` with the head and a summary, but the
     ``newest_turns`` whenever they fit below ``cap_share`` of the window (the prune tier), and at least the newest
     turn, whole; None when no turn after the task (and after the archive in force) can go.
@@ -126,8 +137,10 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
     block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
-    system_in = sorted({p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
-                       | set(kept_instructions(client, h, client_tokens, budget.usable / (ratio or 1.0))))
+    system_in = sorted(
+        {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
+        | set(kept_instructions(client, h, client_tokens, budget.usable / (ratio or 1.0)))
+    )
     starts = [k for k in range(len(view)) if positions[k] >= floor + 1 and turn_start(view, k)]
     if not starts:
         return None
@@ -139,6 +152,7 @@ def plan(options: ArchiveOptions, budget: Budget, client: Sequence[Mapping[str, 
     if crowded_share is not None and head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0):
         cap = min(cap, crowded_share * budget.usable / (ratio or 1.0))
     newest = starts[-options.newest_turns] if len(starts) >= options.newest_turns else starts[0]
+
     def size(k: int) -> int:
         return head + block_estimate + sum(client_tokens[p] for p in system_in if p < positions[k]) + suffix[k]
 
@@ -181,14 +195,32 @@ def worth(p: Plan, reason: str, raw_total: int, ratio: float, budget: Budget, ti
     or early (where the request still fits) bring it below the prune tier, or the next request would be archived again."""
     if p.estimate >= raw_total:
         return False
-    return reason not in ("archive_tier", "economic") or p.estimate * ratio <= tiers.prune * budget.usable  # overflow, over_window, requested: any gain
+    return (
+        reason not in ("archive_tier", "economic") or p.estimate * ratio <= tiers.prune * budget.usable
+    )  # overflow, over_window, requested: any gain
 
 
-def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason: str, number: int, request: int,
-            client: Sequence[Mapping[str, Any]], links: Sequence[str], client_tokens: Sequence[int],
-            view: Messages, positions: Sequence[int], view_tokens: Sequence[int], raw_total: int, ratio: float,
-            current: Mapping[str, Any] | None, summarize: Summarize, count: Callable[[str], int], lead: float = 0.0,
-            tool: str | None = None) -> Archived | None:
+def archive(
+    options: ArchiveOptions,
+    budget: Budget,
+    tiers: TierOptions,
+    reason: str,
+    number: int,
+    request: int,
+    client: Sequence[Mapping[str, Any]],
+    links: Sequence[str],
+    client_tokens: Sequence[int],
+    view: Messages,
+    positions: Sequence[int],
+    view_tokens: Sequence[int],
+    raw_total: int,
+    ratio: float,
+    current: Mapping[str, Any] | None,
+    summarize: Summarize,
+    count: Callable[[str], int],
+    lead: float = 0.0,
+    tool: str | None = None,
+) -> Archived | None:
     """Archive the oldest turns after the task so the request comes to about ``target`` of the window (``tool``: the name
     the request offers Ruyi's recall tool under, which the block then says to call).
 
@@ -200,23 +232,35 @@ def archive(options: ArchiveOptions, budget: Budget, tiers: TierOptions, reason:
     h, end = p.head, p.end
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
-    turns = sum(1 for m in client[h: end + 1] if m.get("role") == "assistant")
+    turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
     block = block_of(options, client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
     record = {
         "id": "a" + blake2b(f"{number}\x00{links[end]}".encode(), digest_size=6).hexdigest(),
-        "number": number, "request": request, "head": h, "end": end, "end_link": links[end], "system": carrier, "keep": list(p.keep),
-        "block": block, "block_tokens": block_tokens, "tokens_before": round(raw_total * ratio), "tokens_after": tokens_after,
+        "number": number,
+        "request": request,
+        "head": h,
+        "end": end,
+        "end_link": links[end],
+        "system": carrier,
+        "keep": list(p.keep),
+        "block": block,
+        "block_tokens": block_tokens,
+        "tokens_before": round(raw_total * ratio),
+        "tokens_after": tokens_after,
         "next_at": tokens_after + round(options.regrow * budget.window),
-        "tier_at": tier_point(options, budget, tiers, tokens_after), "reason": reason, "turns": turns,
-        "chunks": [c.chunk_id for c in summary.chunks], "spans": [[c.first, c.last] for c in summary.chunks],
+        "tier_at": tier_point(options, budget, tiers, tokens_after),
+        "reason": reason,
+        "turns": turns,
+        "chunks": [c.chunk_id for c in summary.chunks],
+        "spans": [[c.first, c.last] for c in summary.chunks],
         "summary_source": summary.source,
     }
     restarted, head_positions = restarted_head(client, record)
-    messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept:])
-    final = (*head_positions, *p.keep, *positions[p.kept:])
+    messages = restarted + [dict(client[q]) for q in p.keep] + list(view[p.kept :])
+    final = (*head_positions, *p.keep, *positions[p.kept :])
     return Archived(record, messages, final, tokens_after, raw_after, summary)
 
 
@@ -257,10 +301,11 @@ def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
 
 
-def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary,
-             tool: str | None = None) -> str:
+def block_of(
+    options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary, tool: str | None = None
+) -> str:
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
-    turns = sum(1 for m in client[head: end + 1] if m.get("role") == "assistant")
+    turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
     return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool)
 
@@ -268,5 +313,5 @@ def block_of(options: ArchiveOptions, client: Sequence[Mapping[str, Any]], numbe
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:
     """A session's archives with a new one (the newest ``kept``): decisions on the one target ``archive``, so the
     new list replaces the old one whole when decisions are merged."""
-    records = [dict(a) for a in archives][-(kept - 1):] + [dict(record)] if kept > 1 else [dict(record)]
+    records = [dict(a) for a in archives][-(kept - 1) :] + [dict(record)] if kept > 1 else [dict(record)]
     return [{**r, "target": "archive", "strategy": "archive"} for r in records]

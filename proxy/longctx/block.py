@@ -22,8 +22,9 @@ class ChunkLine:
     line: str
 
 
-def archive_block(number: int, first: int, last: int, turns: int, summary: str, chunks: Sequence[ChunkLine],
-                  listed: int, chinese: bool, tool: str | None = None) -> str:
+def archive_block(
+    number: int, first: int, last: int, turns: int, summary: str, chunks: Sequence[ChunkLine], listed: int, chinese: bool, tool: str | None = None
+) -> str:
     """The block appended to the system prompt: never silent about what was archived, and how to get it back.
     Nothing in it depends on the session's id, so a replayed conversation gets the same bytes."""
     shown = list(chunks)[-listed:] if listed else []
@@ -50,8 +51,10 @@ def archive_block(number: int, first: int, last: int, turns: int, summary: str, 
             "or `ruyi archive search SESSION WORDS` (the session is in the X-Ruyi-Session response header).",
         ]
         if tool:
-            lines.append(f"You can also call {tool} yourself: with id a chunk id ({RECALL_PREFIX}c…) or archive:{number} (the raw "
-                         "messages this archive took), or with query some words to search them.")
+            lines.append(
+                f"You can also call {tool} yourself: with id a chunk id ({RECALL_PREFIX}c…) or archive:{number} (the raw "
+                "messages this archive took), or with query some words to search them."
+            )
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
     lines += ["", "<summary>", summary.strip(), "</summary>", "", title]
     if older:

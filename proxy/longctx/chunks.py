@@ -37,8 +37,15 @@ def chunk_id(first: int, end_link: str) -> str:
     return "c" + blake2b(key, digest_size=5).hexdigest()
 
 
-def spans(messages: Sequence[Mapping[str, Any]], tokens: Sequence[int], first: int, last: int, size: int,
-          base: Sequence[Sequence[int]] = (), complete_only: bool = False) -> list[tuple[int, int]]:
+def spans(
+    messages: Sequence[Mapping[str, Any]],
+    tokens: Sequence[int],
+    first: int,
+    last: int,
+    size: int,
+    base: Sequence[Sequence[int]] = (),
+    complete_only: bool = False,
+) -> list[tuple[int, int]]:
     """first..last cut into spans: ``base`` (the spans of the archive in force, kept as they were), then spans of at
     least ``size`` tokens each ending just before an assistant message, then (unless ``complete_only``) the rest.
 
@@ -92,12 +99,28 @@ def line_of(d: Digest) -> str:
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
 
-def make_chunk(extractor: Extractor, messages: Sequence[Mapping[str, Any]], links: Sequence[str], first: int, last: int,
-               budget: int, count: Callable[[str], int] | None = None) -> Chunk:
+def make_chunk(
+    extractor: Extractor,
+    messages: Sequence[Mapping[str, Any]],
+    links: Sequence[str],
+    first: int,
+    last: int,
+    budget: int,
+    count: Callable[[str], int] | None = None,
+) -> Chunk:
     """The chunk of messages first..last (client positions), digested and summarised within ``budget`` tokens."""
-    d = extractor.digest(messages[first: last + 1], first)  # its budget checked at about 4 characters a token: cheap
-    return Chunk(chunk_id(first, links[last]), first, last, links[last], d, redact(compact(d, None, budget)), redact(line_of(d)),
-                 tags_of(d), tuple(anchor for anchor, _ in d.anchors))
+    d = extractor.digest(messages[first : last + 1], first)  # its budget checked at about 4 characters a token: cheap
+    return Chunk(
+        chunk_id(first, links[last]),
+        first,
+        last,
+        links[last],
+        d,
+        redact(compact(d, None, budget)),
+        redact(line_of(d)),
+        tags_of(d),
+        tuple(anchor for anchor, _ in d.anchors),
+    )
 
 
 def digest_of(chunks: Sequence[Chunk]) -> Digest:

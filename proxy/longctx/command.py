@@ -23,16 +23,24 @@ def add_parsers(sub: Any) -> None:
     common.add_argument("--agent", metavar="NAME", help="the agent the session belongs to (X-Ruyi-Agent)")
     common.add_argument("--key", metavar="KEY", help="the admin key, when auth.admin_key or auth.keys is set (X-Ruyi-Key)")
     common.add_argument("--config", metavar="FILE", help="YAML config file (also RUYI_CONFIG)")
-    session = sub.add_parser("session", parents=[common], help="act on a session's next request (archive now, a pruning batch now, reset), or show its form",
-                             description="Ask a running Ruyi to archive a session now, run a pruning batch now, or reset it "
-                             "(forget its decisions and archives: its next request goes as sent). Done by the session's next request. "
-                             "show: the session's form (seed 000), from the store's file, or from the running Ruyi with --url.")
+    session = sub.add_parser(
+        "session",
+        parents=[common],
+        help="act on a session's next request (archive now, a pruning batch now, reset), or show its form",
+        description="Ask a running Ruyi to archive a session now, run a pruning batch now, or reset it "
+        "(forget its decisions and archives: its next request goes as sent). Done by the session's next request. "
+        "show: the session's form (seed 000), from the store's file, or from the running Ruyi with --url.",
+    )
     session.add_argument("action", choices=("archive", "prune", "reset", "show"))
     session.add_argument("session_id", metavar="SESSION")
     session.add_argument("--form", choices=("compact", "normal", "expanded"), default="compact", help="show: which form")
     session.add_argument("--json", action="store_true", help="show: print the API's JSON")
-    archive = sub.add_parser("archive", parents=[common], help="read and search a session's archives",
-                             description="A session's archives (S1, forms) and S2 chunks; search them, or show one archive's forms.")
+    archive = sub.add_parser(
+        "archive",
+        parents=[common],
+        help="read and search a session's archives",
+        description="A session's archives (S1, forms) and S2 chunks; search them, or show one archive's forms.",
+    )
     archive.add_argument("action", choices=("list", "search", "show"))
     archive.add_argument("session_id", metavar="SESSION")
     archive.add_argument("words", nargs="*", help="search: the words to look for; show: the archive's number (and --expanded)")
@@ -95,7 +103,9 @@ def _readable(args: argparse.Namespace, body: dict[str, Any]) -> str:
             return "\n\n".join(f"### {t['turn']} {t['message'].get('role')}\n{t['message'].get('content') or ''}" for t in body["turns"])
         return f"## Archive {body['number']} · messages {body['head']}–{body['end']} · {body['reason']}\n\n{body['forms']['normal']}"
     lines = [f"session {body['session_id']}: {len(body['archives'])} archive(s), {len(body['chunks'])} chunk(s)"]
-    lines += [f"- archive {a['number']}: messages {a['head']}–{a['end']} ({a['reason']}, {a['tokens_before']:,} → {a['tokens_after']:,} tokens)"
-              for a in body["archives"]]
+    lines += [
+        f"- archive {a['number']}: messages {a['head']}–{a['end']} ({a['reason']}, {a['tokens_before']:,} → {a['tokens_after']:,} tokens)"
+        for a in body["archives"]
+    ]
     lines += [f"- ruyi:{c['chunk_id']} · {c['first']}–{c['last']} · {c['line']}" for c in body["chunks"]]
     return "\n".join(lines)

@@ -28,6 +28,6 @@ def archive_body(done: Archived, client: Sequence[Mapping[str, Any]]) -> dict[st
     head = done.record["head"]
     task = task_text(client, head) if head > 0 else None
     digest = digest_of(done.summary.chunks)
-    evidence = Extractor().evidence(client[head: done.record["end"] + 1], head)
+    evidence = Extractor().evidence(client[head : done.record["end"] + 1], head)
     normal = redact(compact(digest, task, NORMAL_TOKENS, None, evidence))
     return {**record, "s1": done.summary.text, "forms": {"compact": redact(short(digest, task, evidence)), "normal": normal}}

@@ -33,8 +33,9 @@ def query_terms(text: str, common: set[str]) -> list[str]:
     return [t for t in terms(stripped(text)) if t not in common]
 
 
-def best_turn(client: Sequence[Mapping[str, Any]], archive: Mapping[str, Any], text: str, min_terms: int,
-              extra_boilerplate: str = "") -> tuple[dict[str, Any], int] | None:
+def best_turn(
+    client: Sequence[Mapping[str, Any]], archive: Mapping[str, Any], text: str, min_terms: int, extra_boilerplate: str = ""
+) -> tuple[dict[str, Any], int] | None:
     """The archived message that matches the query best (at least ``min_terms``; ties: the newest), as a recall hit
     (``turn``, ``message``) and its score; None when none does."""
     head, end = int(archive["head"]), int(archive["end"])
@@ -59,12 +60,12 @@ def best_turn(client: Sequence[Mapping[str, Any]], archive: Mapping[str, Any], t
     return {"turn": k, "message": dict(client[k])}, score
 
 
-def recall_from_request(client: Sequence[Mapping[str, Any]], archive: Mapping[str, Any], text: str, options: RetrievalOptions,
-                        count: Callable[[str], int]) -> tuple[str | None, dict[str, Any]]:
+def recall_from_request(
+    client: Sequence[Mapping[str, Any]], archive: Mapping[str, Any], text: str, options: RetrievalOptions, count: Callable[[str], int]
+) -> tuple[str | None, dict[str, Any]]:
     """The recall block for this request (None: nothing strong enough) and its audit facts, as ``retrieval.recall``."""
     found = best_turn(client, archive, text, options.min_terms)
     if found is None:
         return None, {"path": [], "chunks": [], "drop_reason": "below_threshold"}
     hit, score = found
-    return recall_block(hit, "turn", score, options.max_tokens, count), {"path": ["s0"], "chunks": [f"turn:{hit['turn']}"],
-                                                                         "drop_reason": None}
+    return recall_block(hit, "turn", score, options.max_tokens, count), {"path": ["s0"], "chunks": [f"turn:{hit['turn']}"], "drop_reason": None}

@@ -55,7 +55,14 @@ def audit_fields(mem: RequestMemory | None, pruned: bool) -> dict[str, Any]:
         "retrieval_path": path,
         "latency_retrieval_ms": recall.get("latency_ms"),
         "drop_reason": recall.get("drop_reason"),
-        "archive": {"number": done.record["number"], "reason": done.record["reason"], "messages": [done.record["head"], done.record["end"]],
-                    "summary_source": done.summary.source, "prepared": mem.prepared} if done is not None else None,
+        "archive": {
+            "number": done.record["number"],
+            "reason": done.record["reason"],
+            "messages": [done.record["head"], done.record["end"]],
+            "summary_source": done.summary.source,
+            "prepared": mem.prepared,
+        }
+        if done is not None
+        else None,
         "prepare_until": mem.prepare_until,
     }

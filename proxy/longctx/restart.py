@@ -95,14 +95,21 @@ def restarted_head(messages: Sequence[Mapping[str, Any]], archive: Mapping[str, 
     return out, positions
 
 
-def restart(messages: Sequence[Mapping[str, Any]], links: Sequence[str], shared: int, message_tokens: Sequence[int],
-            raw_tokens: int, tokens: int, archive: Mapping[str, Any]) -> Restart:
+def restart(
+    messages: Sequence[Mapping[str, Any]],
+    links: Sequence[str],
+    shared: int,
+    message_tokens: Sequence[int],
+    raw_tokens: int,
+    tokens: int,
+    archive: Mapping[str, Any],
+) -> Restart:
     """The request with ``archive`` applied: its head, then what follows the archived messages, untouched."""
     end = int(archive["end"])
     out, positions = restarted_head(messages, archive)
     kept = [p for p in archive.get("keep", ()) if isinstance(p, int) and p < len(messages)]
     out += [m if isinstance(m, dict) else dict(m) for m in (messages[p] for p in kept)]
-    out += [m if isinstance(m, dict) else dict(m) for m in messages[end + 1:]]
+    out += [m if isinstance(m, dict) else dict(m) for m in messages[end + 1 :]]
     positions += [*kept, *range(end + 1, len(messages))]
     view_links = tuple(str(archive["id"]) if p == INSERTED else links[p] for p in positions)
     added = int(archive["block_tokens"])

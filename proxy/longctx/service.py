@@ -63,8 +63,14 @@ class LongCtx:
     ``summarize`` runs on the request path only for what was not prepared; ``prepare`` is meant to run in a
     worker thread (the proxy) or between two requests (a replay). One lock guards the per-session state."""
 
-    def __init__(self, options: ArchiveOptions, tools: Mapping[str, ToolSpec] = DEFAULT_TOOLS, s0: S0Options | None = None,
-                 recall: Any = None, summarizer: LLMSummarizer | None = None) -> None:
+    def __init__(
+        self,
+        options: ArchiveOptions,
+        tools: Mapping[str, ToolSpec] = DEFAULT_TOOLS,
+        s0: S0Options | None = None,
+        recall: Any = None,
+        summarizer: LLMSummarizer | None = None,
+    ) -> None:
         self.options = options
         self.summarizer = summarizer
         """An LLM writing S1 ahead of need (None: extractive only)."""
@@ -110,15 +116,34 @@ class LongCtx:
                 found = self._sessions[key] = SessionMemory()
             return found
 
-    def chunks_for(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
-                   tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                   base: Sequence[Sequence[int]] = (), complete_only: bool = False) -> tuple[list[Chunk], list[Chunk]]:
+    def chunks_for(
+        self,
+        agent_id: str,
+        session_id: str,
+        client: Sequence[Mapping[str, Any]],
+        links: Sequence[str],
+        tokens: Sequence[int],
+        first: int,
+        last: int,
+        count: Callable[[str], int] | None,
+        base: Sequence[Sequence[int]] = (),
+        complete_only: bool = False,
+    ) -> tuple[list[Chunk], list[Chunk]]:
         """The chunks covering first..last (all, and those made now), reusing what was prepared."""
         return self._chunks(self.memory(agent_id, session_id), client, links, tokens, first, last, count, base, complete_only)
 
-    def _chunks(self, mem: SessionMemory, client: Sequence[Mapping[str, Any]], links: Sequence[str], tokens: Sequence[int],
-                first: int, last: int, count: Callable[[str], int] | None, base: Sequence[Sequence[int]] = (),
-                complete_only: bool = False) -> tuple[list[Chunk], list[Chunk]]:
+    def _chunks(
+        self,
+        mem: SessionMemory,
+        client: Sequence[Mapping[str, Any]],
+        links: Sequence[str],
+        tokens: Sequence[int],
+        first: int,
+        last: int,
+        count: Callable[[str], int] | None,
+        base: Sequence[Sequence[int]] = (),
+        complete_only: bool = False,
+    ) -> tuple[list[Chunk], list[Chunk]]:
         out, new = [], []
         for a, b in spans(client, tokens, first, last, self.options.chunk_source_tokens, base, complete_only):
             with self._lock:
@@ -133,9 +158,19 @@ class LongCtx:
             out.append(found)
         return out, new
 
-    def summarize(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
-                  tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                  base: Sequence[Sequence[int]] = (), summary_tokens: int | None = None) -> Summary:
+    def summarize(
+        self,
+        agent_id: str,
+        session_id: str,
+        client: Sequence[Mapping[str, Any]],
+        links: Sequence[str],
+        tokens: Sequence[int],
+        first: int,
+        last: int,
+        count: Callable[[str], int] | None,
+        base: Sequence[Sequence[int]] = (),
+        summary_tokens: int | None = None,
+    ) -> Summary:
         """S1 for the messages first..last and their chunks: an LLM's when one is ready for exactly them, else
         extractive; made once per end (ahead of need, or here), the same bytes either way. ``new``: the chunks
         among them not written yet."""
@@ -156,37 +191,57 @@ class LongCtx:
         with self._lock:
             return replace(found, new=tuple(c for c in found.chunks if c.chunk_id in mem.unwritten))
 
-    def _summarize(self, mem: SessionMemory, client: Sequence[Mapping[str, Any]], links: Sequence[str], tokens: Sequence[int],
-                   first: int, last: int, count: Callable[[str], int] | None, base: Sequence[Sequence[int]],
-                   s1: tuple[int, str, str] | None, size: int) -> Summary:
+    def _summarize(
+        self,
+        mem: SessionMemory,
+        client: Sequence[Mapping[str, Any]],
+        links: Sequence[str],
+        tokens: Sequence[int],
+        first: int,
+        last: int,
+        count: Callable[[str], int] | None,
+        base: Sequence[Sequence[int]],
+        s1: tuple[int, str, str] | None,
+        size: int,
+    ) -> Summary:
         chunks, new = self._chunks(mem, client, links, tokens, first, last, count, base)
         digest = digest_of(chunks)
         task = task_text(client, first) if first > 0 else None
         chinese = is_chinese(digest, task)
         if s1 is not None:  # an LLM's S1, and what happened since, extractive
-            later = self.extractor.digest(client[s1[0] + 1: last + 1], s1[0] + 1)
+            later = self.extractor.digest(client[s1[0] + 1 : last + 1], s1[0] + 1)
             return Summary(s1[2] + ("" if later.empty else "\n\n" + redact(since(later, chinese))), tuple(chunks), tuple(new), chinese, "llm")
-        evidence = self.extractor.evidence(client[first: last + 1], first)  # what the agent worked with, up to last
+        evidence = self.extractor.evidence(client[first : last + 1], first)  # what the agent worked with, up to last
         text = redact(compact(digest, task, size, None, evidence))  # about 4 characters a token: the same on any replica
         return Summary(text, tuple(chunks), tuple(new), chinese, "extractive" if self.summarizer is None else "extractive_fallback")
 
-    def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int,
-                    base: Sequence[Sequence[int]] = ()) -> bool:
+    def is_prepared(self, agent_id: str, session_id: str, links: Sequence[str], first: int, last: int, base: Sequence[Sequence[int]] = ()) -> bool:
         """Whether the summary of first..last is made (its S1, chunks and block counted)."""
         mem = self.memory(agent_id, session_id)
         prefix = (first, last, links[last], tuple(tuple(b) for b in base))
         with self._lock:
             return any(k[:4] == prefix for k in mem.summaries)
 
-    def prepare(self, agent_id: str, session_id: str, client: Sequence[Mapping[str, Any]], links: Sequence[str],
-                tokens: Sequence[int], first: int, last: int, count: Callable[[str], int] | None,
-                base: Sequence[Sequence[int]] = (), number: int | None = None, usable: float | None = None) -> list[Chunk]:
+    def prepare(
+        self,
+        agent_id: str,
+        session_id: str,
+        client: Sequence[Mapping[str, Any]],
+        links: Sequence[str],
+        tokens: Sequence[int],
+        first: int,
+        last: int,
+        count: Callable[[str], int] | None,
+        base: Sequence[Sequence[int]] = (),
+        number: int | None = None,
+        usable: float | None = None,
+    ) -> list[Chunk]:
         """Make ahead of need what an archive of first..last uses: the complete chunks up to ``last`` (returned when
         made now, to be written), the last partial one, S1, and (for archive ``number``) the block's token count."""
         made = self.chunks_for(agent_id, session_id, client, links, tokens, first, last, count, base, complete_only=True)[1]
         options = sized_for(self.options, usable) if usable is not None else self.options
         summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base, options.summary_tokens)
-        self.extractor.digest(client[last + 1:], last + 1)  # the calls after it classified: a later end finds them known
+        self.extractor.digest(client[last + 1 :], last + 1)  # the calls after it classified: a later end finds them known
         if count is not None and number is not None:  # the counter remembers it: the archiving request finds it counted
             count(block_of(options, client, number, first, last, summary))
             count(BLOCK_SEPARATOR)
@@ -255,8 +310,19 @@ class LongCtx:
         s = m.session
         first = first if first is not None else mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
         base = mem.restart.archive.get("spans", ()) if mem.restart is not None else ()
-        return self.prepare(s.agent_id, s.session_id, mem.messages, m.links, m.message_tokens, first, mem.prepare_until,
-                            m.count_text, base, mem.prepare_number, m.budget.usable)
+        return self.prepare(
+            s.agent_id,
+            s.session_id,
+            mem.messages,
+            m.links,
+            m.message_tokens,
+            first,
+            mem.prepare_until,
+            m.count_text,
+            base,
+            mem.prepare_number,
+            m.budget.usable,
+        )
 
     async def drain(self) -> None:
         """Wait for the background work started so far."""

@@ -33,8 +33,9 @@ def continued(registry: Any, agent_id: str, chain: MessageChain) -> Any:
     return found[1] if found is not None else None
 
 
-def forwarded_raw(registry: Any, agent_id: str, messages: Sequence[Mapping[str, Any]], chain: MessageChain,
-                  message_tokens: Sequence[int], raw_total: int) -> int | None:
+def forwarded_raw(
+    registry: Any, agent_id: str, messages: Sequence[Mapping[str, Any]], chain: MessageChain, message_tokens: Sequence[int], raw_total: int
+) -> int | None:
     """The raw tokens Ruyi would forward for these messages: the archive in force applied and the pruning in force
     subtracted, for the session they continue; None when they continue no session (Ruyi would forward them as sent,
     until its own thresholds say otherwise). Reads the store: off the event loop."""

@@ -36,8 +36,7 @@ def redacted(message: Mapping[str, Any]) -> dict[str, Any]:
     return redact_value(dict(message))  # type: ignore[no-any-return]
 
 
-def turns_of(agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], start: int,
-             answer: Mapping[str, Any] | None) -> list[Turn]:
+def turns_of(agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], start: int, answer: Mapping[str, Any] | None) -> list[Turn]:
     """The turns to keep for a request: its messages from ``start`` on (those the session had not seen), then the
     answer at the position after them. The hash is the message's canonical digest, so a resent or replayed message
     is the same row, and the answer matches the message the client sends back for it."""
@@ -50,6 +49,15 @@ def turns_of(agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any
             continue
         clean = capped(redacted(message))
         text = text_of(clean)
-        out.append(Turn(agent_id, session_id, position, message_digest(message).hex(), str(message.get("role") or ""),
-                        clean, text if len(text) <= STORED_CHARS else str(capped(text))))
+        out.append(
+            Turn(
+                agent_id,
+                session_id,
+                position,
+                message_digest(message).hex(),
+                str(message.get("role") or ""),
+                clean,
+                text if len(text) <= STORED_CHARS else str(capped(text)),
+            )
+        )
     return out

@@ -66,8 +66,7 @@ async def _call(app: web.Application, agent: str, name: str, arguments: dict[str
         raise tools.Refused(f"{name} failed inside Ruyi; see its log") from None
     finally:
         app[appkeys.MCP_CALLS][(name if fn is not None else "unknown", outcome)] += 1
-        facts = {"tool": name, "outcome": outcome, "ms": round((time.perf_counter() - started) * 1000, 2),
-                 "arguments": sorted(arguments)}
+        facts = {"tool": name, "outcome": outcome, "ms": round((time.perf_counter() - started) * 1000, 2), "arguments": sorted(arguments)}
         log.info("mcp_call", agent_id=agent, **facts)
         audit = app.get(appkeys.AUDIT_FILE)
         if audit is not None:
@@ -81,10 +80,19 @@ async def handle(request: web.Request) -> web.StreamResponse:
         raise web.HTTPBadRequest(text="the admin key reads every agent: name one in X-Ruyi-Agent")
     body = await request.read()
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method, "scheme": "http",
-        "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": request.query_string.encode(),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": request.query_string.encode(),
         "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()],
-        "client": (request.remote or "", 0), "server": ("127.0.0.1", 0), "state": {AGENT_STATE: caller.agent_id},
+        "client": (request.remote or "", 0),
+        "server": ("127.0.0.1", 0),
+        "state": {AGENT_STATE: caller.agent_id},
     }
     sent, finished = False, asyncio.Event()
     out: web.StreamResponse | None = None

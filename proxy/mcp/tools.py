@@ -25,44 +25,61 @@ TURN = re.compile(r"^turn:(\d+)(?:-(\d+))?$")
 TOOLS: dict[str, dict[str, Any]] = {
     "recall": {
         "description": "Get back what Ruyi took out of this conversation to keep it within the model's window. With id: the original "
-                       "text behind a placeholder's ref (r…), an archived chunk (ruyi:c…), the raw messages of an archive "
-                       "(archive:N) or of positions (turn:N or turn:N-M). With query: a search of what was archived in this "
-                       "session (summaries, then chunks, then raw messages), best first, each hit with its id.",
-        "inputSchema": {"type": "object", "properties": {
-            "query": {"type": "string", "description": "words to look for (identifiers, paths, error text)"},
-            "id": {"type": "string", "description": "a ref (r…), chunk (ruyi:c…), archive:N or turn:N[-M]"},
-            "session": {"type": "string", "description": "a session id (X-Ruyi-Session); default: the most recent one"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "description": "hits at most (default 5)"}},
-            "additionalProperties": False},
+        "text behind a placeholder's ref (r…), an archived chunk (ruyi:c…), the raw messages of an archive "
+        "(archive:N) or of positions (turn:N or turn:N-M). With query: a search of what was archived in this "
+        "session (summaries, then chunks, then raw messages), best first, each hit with its id.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words to look for (identifiers, paths, error text)"},
+                "id": {"type": "string", "description": "a ref (r…), chunk (ruyi:c…), archive:N or turn:N[-M]"},
+                "session": {"type": "string", "description": "a session id (X-Ruyi-Session); default: the most recent one"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "description": "hits at most (default 5)"},
+            },
+            "additionalProperties": False,
+        },
     },
     "notebook": {
         "description": "Your notebook (FastMemo): five sections that reach every prompt — self, user, environment, history, "
-                       "dynamic. read it; add one line to a section; edit or remove entry n (from 1, as read) that you wrote. "
-                       "At most 10 one-line entries a section; a person's entries are never changed.",
-        "inputSchema": {"type": "object", "properties": {
-            "action": {"type": "string", "enum": ["read", "add", "edit", "remove"]},
-            "section": {"type": "string", "description": "self, user, environment, history or dynamic (or 自我感知…)"},
-            "text": {"type": "string", "description": "one line (add, edit)"},
-            "n": {"type": "integer", "minimum": 1, "description": "the entry's number (edit, remove)"}},
-            "required": ["action"], "additionalProperties": False},
+        "dynamic. read it; add one line to a section; edit or remove entry n (from 1, as read) that you wrote. "
+        "At most 10 one-line entries a section; a person's entries are never changed.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["read", "add", "edit", "remove"]},
+                "section": {"type": "string", "description": "self, user, environment, history or dynamic (or 自我感知…)"},
+                "text": {"type": "string", "description": "one line (add, edit)"},
+                "n": {"type": "integer", "minimum": 1, "description": "the entry's number (edit, remove)"},
+            },
+            "required": ["action"],
+            "additionalProperties": False,
+        },
     },
     "anchors": {
         "description": "Decisions, constraints, interfaces and problems on record, cited as [D001]. list them (filter by type or "
-                       "status), show one in full, or propose a new one (it stays pending until a person accepts it).",
-        "inputSchema": {"type": "object", "properties": {
-            "action": {"type": "string", "enum": ["list", "show", "propose"]},
-            "id": {"type": "string", "description": "an anchor id such as D001 (show)"},
-            "type": {"type": "string", "description": "D, C, I, P, M, U, CK or DN (list, propose)"},
-            "status": {"type": "string", "description": "active, pending, superseded… (list)"},
-            "title": {"type": "string", "description": "one line (propose)"},
-            "fields": {"type": "object", "description": "the record's fields, e.g. {\"decision\": …, \"rationale\": …} (propose)"}},
-            "required": ["action"], "additionalProperties": False},
+        "status), show one in full, or propose a new one (it stays pending until a person accepts it).",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["list", "show", "propose"]},
+                "id": {"type": "string", "description": "an anchor id such as D001 (show)"},
+                "type": {"type": "string", "description": "D, C, I, P, M, U, CK or DN (list, propose)"},
+                "status": {"type": "string", "description": "active, pending, superseded… (list)"},
+                "title": {"type": "string", "description": "one line (propose)"},
+                "fields": {"type": "object", "description": 'the record\'s fields, e.g. {"decision": …, "rationale": …} (propose)'},
+            },
+            "required": ["action"],
+            "additionalProperties": False,
+        },
     },
     "cards": {
         "description": "Knowledge cards of this project and this agent that match some words: how-tos, conventions, pitfalls.",
-        "inputSchema": {"type": "object", "properties": {
-            "query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX}},
-            "required": ["query"], "additionalProperties": False},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
     },
 }
 """Each tool's description and JSON schema, as ``tools/list`` shows them."""
@@ -202,8 +219,9 @@ def _notebook_text(nb: Any) -> str:
     for name, title in SECTIONS.items():
         entries = nb.body.get(name, [])
         lines.append(f"## {ENGLISH[name]} ({title}) {len(entries)}/10")
-        lines += [f"{i}. {e['text']}" + ("" if e.get("by") in ("model", "ruyi", "compacted") else f"  [{e.get('by')}'s]")
-                  for i, e in enumerate(entries, 1)] or ["(empty)"]
+        lines += [
+            f"{i}. {e['text']}" + ("" if e.get("by") in ("model", "ruyi", "compacted") else f"  [{e.get('by')}'s]") for i, e in enumerate(entries, 1)
+        ] or ["(empty)"]
     return redact("\n".join(lines))
 
 

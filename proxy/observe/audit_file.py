@@ -82,8 +82,10 @@ class AuditFile:
 
     def _write(self, agent_id: str, session_id: str, request_id: str, created_at: float, body: Mapping[str, Any]) -> None:
         try:
-            line = json.dumps({"agent_id": agent_id, "session_id": session_id, "request_id": request_id, "created_at": created_at,
-                               "body": redact_value(body)}, separators=(",", ":"))  # ASCII: lone surrogates survive
+            line = json.dumps(
+                {"agent_id": agent_id, "session_id": session_id, "request_id": request_id, "created_at": created_at, "body": redact_value(body)},
+                separators=(",", ":"),
+            )  # ASCII: lone surrogates survive
         except (TypeError, ValueError):
             self._handler.failed += 1
             log.warning("audit_file_record_unencodable", request_id=request_id)

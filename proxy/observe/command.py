@@ -18,13 +18,18 @@ SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def add_parser(sub: Any) -> None:
     report = sub.add_parser(
-        "report", help="the health report: requests, overflows, tokens and cost saved, cache, archives, summarizer, latency",
+        "report",
+        help="the health report: requests, overflows, tokens and cost saved, cache, archives, summarizer, latency",
         description="Seed 002's health report from the store's audit records (every agent's, or --agent's): requests, "
         "overflows prevented and not, tokens and estimated cost saved with prompt caching, the cache-hit rate, batches and "
         "archives, the summarizer's health, latency percentiles (the upstream's and Ruyi's own), the top sessions by tokens. "
-        "Reads the store under store.data_dir; safe while Ruyi runs (its newest records may still be queued).")
-    report.add_argument("--since", metavar="DATE", help="only records from then on: 2026-11-24, 2026-11-24T09:00 (UTC unless an "
-                        "offset is given), or a duration back from now: 90m, 24h, 7d, 2w")
+        "Reads the store under store.data_dir; safe while Ruyi runs (its newest records may still be queued).",
+    )
+    report.add_argument(
+        "--since",
+        metavar="DATE",
+        help="only records from then on: 2026-11-24, 2026-11-24T09:00 (UTC unless an offset is given), or a duration back from now: 90m, 24h, 7d, 2w",
+    )
     report.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (default) or JSON")
     report.add_argument("--agent", metavar="A", help="one agent and its sub-agents only")
     report.add_argument("--top", metavar="N", type=int, default=10, help="sessions listed by tokens (default 10)")

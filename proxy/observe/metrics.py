@@ -75,8 +75,9 @@ class RequestMetrics:
             return "none"
         return self.route_labels.get(route, "other")
 
-    def record(self, endpoint: str, route: Any, dialect: str, status: int, facts: Mapping[str, Any],
-               upstream_ms: float | None, added_ms: float | None) -> None:
+    def record(
+        self, endpoint: str, route: Any, dialect: str, status: int, facts: Mapping[str, Any], upstream_ms: float | None, added_ms: float | None
+    ) -> None:
         """One request done: what it was, what Ruyi did to it, how long each side took. ``facts`` are the access
         event's (tokens, tier, the DCP report, an archive)."""
         label = self.route_label(route)
@@ -110,21 +111,42 @@ class RequestMetrics:
 
     def collect(self) -> Iterator[Metric]:
         """The tallies as metric families (on the event loop, like ``record``)."""
-        yield _counter("ruyi_requests", "Requests answered, by endpoint pattern, configured route, client dialect and HTTP status.",
-                       ("endpoint", "route", "dialect", "status"), self.requests)
+        yield _counter(
+            "ruyi_requests",
+            "Requests answered, by endpoint pattern, configured route, client dialect and HTTP status.",
+            ("endpoint", "route", "dialect", "status"),
+            self.requests,
+        )
         yield _counter("ruyi_prompt_tokens_before", "Prompt tokens as the clients sent them (measured requests).", ("route",), self.tokens_before)
         yield _counter("ruyi_prompt_tokens_after", "Prompt tokens as Ruyi forwarded them (measured requests).", ("route",), self.tokens_after)
-        yield _counter("ruyi_tokens_saved", "Tokens removed by new decisions, by strategy (archive: what archives removed); "
-                       "a decision keeps saving on later requests, which before - after counts.", ("strategy",), self.saved)
-        yield _counter("ruyi_batches", "Pruning batches, by kind (applied at the prune tier, economic below it, overflow retry, "
-                       "too_small, requested by a person).", ("kind",), self.batches)
+        yield _counter(
+            "ruyi_tokens_saved",
+            "Tokens removed by new decisions, by strategy (archive: what archives removed); "
+            "a decision keeps saving on later requests, which before - after counts.",
+            ("strategy",),
+            self.saved,
+        )
+        yield _counter(
+            "ruyi_batches",
+            "Pruning batches, by kind (applied at the prune tier, economic below it, overflow retry, too_small, requested by a person).",
+            ("kind",),
+            self.batches,
+        )
         yield _counter("ruyi_archives", "Archives made, by reason and who wrote the summary.", ("reason", "summary_source"), self.archives)
         yield _counter("ruyi_tier_requests", "Measured requests by the usage tier they arrived at.", ("tier",), self.tiers)
-        yield _counter("ruyi_overflow_retries", "Requests the upstream refused as too long, retried once with a harder batch, by "
-                       "whether the retry was accepted.", ("result",), self.overflow_retries)
+        yield _counter(
+            "ruyi_overflow_retries",
+            "Requests the upstream refused as too long, retried once with a harder batch, by whether the retry was accepted.",
+            ("result",),
+            self.overflow_retries,
+        )
         yield self.upstream.family("ruyi_upstream_latency_seconds", "Time until the upstream's answer began (its headers).", ("route",))
-        yield self.added.family("ruyi_added_latency_seconds", "Ruyi's own time before the upstream's answer began: reading, "
-                                "knowing, rewriting and recording the request (the upstream's wait left out).", ("dialect",))
+        yield self.added.family(
+            "ruyi_added_latency_seconds",
+            "Ruyi's own time before the upstream's answer began: reading, "
+            "knowing, rewriting and recording the request (the upstream's wait left out).",
+            ("dialect",),
+        )
 
 
 def _counter(name: str, doc: str, labels: Sequence[str], values: Mapping[tuple[str, ...], float]) -> CounterMetricFamily:

@@ -57,8 +57,14 @@ def _cached(prev: int | None, now: int, prefix_kept: bool, miss: float) -> float
     return now - miss * hit
 
 
-def build(records: Iterable[AuditRecord], cache_read_ratio: float, since: float | None = None, agent: str | None = None,
-          top: int = 10, price_per_mtok: float | None = None) -> dict[str, Any]:
+def build(
+    records: Iterable[AuditRecord],
+    cache_read_ratio: float,
+    since: float | None = None,
+    agent: str | None = None,
+    top: int = 10,
+    price_per_mtok: float | None = None,
+) -> dict[str, Any]:
     """Fold the records (oldest first) into the report. ``agent`` keeps one agent and its sub-agents (``agent/…``)."""
     miss = 1 - cache_read_ratio
     sessions: dict[tuple[str, str], _Session] = {}
@@ -131,30 +137,65 @@ def build(records: Iterable[AuditRecord], cache_read_ratio: float, since: float 
         s.last = record.created_at
         s.prev_before, s.prev_after = before, after
     llm, fallback = sources["llm"], sources["extractive_fallback"]
-    cost: dict[str, Any] = {"cache_read_ratio": cache_read_ratio, "without_ruyi": round(cost_without), "with_ruyi": round(cost_with),
-                            "saved": round(cost_without - cost_with), "saved_share": _share(cost_without - cost_with, cost_without),
-                            "ratio": _share(cost_with, cost_without)}
+    cost: dict[str, Any] = {
+        "cache_read_ratio": cache_read_ratio,
+        "without_ruyi": round(cost_without),
+        "with_ruyi": round(cost_with),
+        "saved": round(cost_without - cost_with),
+        "saved_share": _share(cost_without - cost_with, cost_without),
+        "ratio": _share(cost_with, cost_without),
+    }
     if price_per_mtok is not None:
         cost["usd_saved"] = round((cost_without - cost_with) * price_per_mtok / 1e6, 4)
     ranked = sorted(sessions.values(), key=lambda x: (-x.before, x.agent_id, x.session_id))[:top]
     return {
-        "generated_at": iso(time.time()), "since": iso(since), "first": iso(first), "last": iso(last), "agent": agent,
-        "requests": {"total": n, "errors": errors, "agents": len({a for a, _ in sessions}), "sessions": len(sessions),
-                     "by_mode": dict(modes), "by_tier": dict(tiers)},
+        "generated_at": iso(time.time()),
+        "since": iso(since),
+        "first": iso(first),
+        "last": iso(last),
+        "agent": agent,
+        "requests": {
+            "total": n,
+            "errors": errors,
+            "agents": len({a for a, _ in sessions}),
+            "sessions": len(sessions),
+            "by_mode": dict(modes),
+            "by_tier": dict(tiers),
+        },
         "overflows": dict(overflow),
-        "tokens": {"before": before_sum, "after": after_sum, "saved": before_sum - after_sum, "saved_share": _share(before_sum - after_sum, before_sum)},
+        "tokens": {
+            "before": before_sum,
+            "after": after_sum,
+            "saved": before_sum - after_sum,
+            "saved_share": _share(before_sum - after_sum, before_sum),
+        },
         "cost": cost,
-        "cache": {"reported_requests": reported_requests, "prompt_tokens": reported_prompt, "cached_tokens": reported_cached,
-                  "hit_rate": _share(reported_cached, reported_prompt),
-                  "estimated_hit_rate_with_ruyi": _share(after_sum - cost_with, miss * after_sum) if miss else None},
-        "batches": dict(batches), "compactions": compactions,
+        "cache": {
+            "reported_requests": reported_requests,
+            "prompt_tokens": reported_prompt,
+            "cached_tokens": reported_cached,
+            "hit_rate": _share(reported_cached, reported_prompt),
+            "estimated_hit_rate_with_ruyi": _share(after_sum - cost_with, miss * after_sum) if miss else None,
+        },
+        "batches": dict(batches),
+        "compactions": compactions,
         "archives": {"total": sum(reasons.values()), "by_reason": dict(reasons), "s2_chunks_written": s2_written},
         "recall": {"requests": recalled, "chunks": rag_chunks, "paths": dict(paths)},
         "summarizer": {"by_source": dict(sources), "llm_summaries": llm, "fallbacks": fallback, "fallback_rate": _share(fallback, llm + fallback)},
         "latency_ms": {key: _pct(values) for key, values in lat.items()},
-        "top_sessions": [{"agent_id": x.agent_id, "session_id": x.session_id, "requests": x.requests, "tokens_before": x.before,
-                          "tokens_after": x.after, "saved": x.before - x.after, "archives": x.archives, "last_seen": iso(x.last)}
-                         for x in ranked],
+        "top_sessions": [
+            {
+                "agent_id": x.agent_id,
+                "session_id": x.session_id,
+                "requests": x.requests,
+                "tokens_before": x.before,
+                "tokens_after": x.after,
+                "saved": x.before - x.after,
+                "archives": x.archives,
+                "last_seen": iso(x.last),
+            }
+            for x in ranked
+        ],
     }
 
 
@@ -173,40 +214,67 @@ def markdown(r: dict[str, Any]) -> str:
     req, ov, tok, cost, cache = r["requests"], r["overflows"], r["tokens"], r["cost"], r["cache"]
     arch, summ, recall = r["archives"], r["summarizer"], r["recall"]
     day = (r["generated_at"] or "")[:10]
-    lines = [f"# Ruyi health report {day}", "",
-             f"Records from {r['first'] or '–'} to {r['last'] or '–'}" + (f" (since {r['since']})" if r["since"] else "")
-             + (f", agent {r['agent']}" if r["agent"] else "") + ".", "",
-             "## Requests", "",
-             f"- requests: {req['total']:,} ({req['errors']:,} answered with an error), {req['sessions']:,} sessions of {req['agents']:,} agents",
-             "- by mode: " + (", ".join(f"{k} {v:,}" for k, v in sorted(req["by_mode"].items())) or "–"),
-             "- by tier on arrival: " + (", ".join(f"{k} {v:,}" for k, v in sorted(req["by_tier"].items(), key=lambda kv: -kv[1])) or "–"), "",
-             "## Overflows", "",
-             f"- prevented: {ov['prevented']:,} (sent by the client over the usable window: {ov['client_over_window']:,})",
-             f"- not prevented: {ov['not_prevented']:,} (forwarded over the usable window, or refused as too long after the one retry)",
-             f"- upstream said too long (retried once): {ov['upstream_refused']:,}"
-             + (f"; records without the window (older Ruyi): {ov['unknown']:,}" if ov["unknown"] else ""), "",
-             "## Tokens and cost", "",
-             f"- prompt tokens: {tok['before']:,} sent by clients, {tok['after']:,} forwarded: {tok['saved']:,} saved ({_pc(tok['saved_share'])})",
-             f"- estimated cost with prompt caching (cached tokens at {cost['cache_read_ratio']:g} of the price): {cost['with_ruyi']:,} "
-             f"vs {cost['without_ruyi']:,} token-prices sending everything: {cost['saved']:,} saved ({_pc(cost['saved_share'])}, "
-             + (f"{cost['ratio']:.2f}×)" if cost['ratio'] is not None else "–)") + (f", ${cost['usd_saved']:,}" if "usd_saved" in cost else ""),
-             f"- cache hits reported by the upstream: {_pc(cache['hit_rate'])} of {cache['prompt_tokens']:,} prompt tokens "
-             f"({cache['reported_requests']:,} requests reported); estimated: {_pc(cache['estimated_hit_rate_with_ruyi'])}", "",
-             "## Pruning and archives", "",
-             "- batches: " + (", ".join(f"{k} {v:,}" for k, v in sorted(r["batches"].items())) or "none") + f"; compactions: {r['compactions']:,}",
-             f"- archives: {arch['total']:,}" + (" (" + ", ".join(f"{k} {v:,}" for k, v in sorted(arch["by_reason"].items())) + ")" if arch["total"] else "")
-             + f"; S2 chunks written: {arch['s2_chunks_written']:,}",
-             f"- recall: {recall['requests']:,} requests, {recall['chunks']:,} chunks; paths: "
-             + (", ".join(f"{k} {v:,}" for k, v in sorted(recall["paths"].items())) or "–"), "",
-             "## Summarizer", "",
-             "- archive summaries by source: " + (", ".join(f"{k} {v:,}" for k, v in sorted(summ["by_source"].items())) or "none"),
-             f"- LLM summaries {summ['llm_summaries']:,}, fell back to extractive {summ['fallbacks']:,} ({_pc(summ['fallback_rate'])})", "",
-             "## Latency (ms)", "", "| | p50 | p90 | p99 | max | requests |", "|---|---:|---:|---:|---:|---:|",
-             f"| upstream (until its answer began) {_ms(r['latency_ms']['upstream'])}",
-             f"| Ruyi's own (before the upstream's answer) {_ms(r['latency_ms']['ruyi'])}",
-             f"| recall {_ms(r['latency_ms']['retrieval'])}", "",
-             "## Top sessions by tokens", "", "| agent | session | requests | tokens sent | forwarded | saved | archives | last seen |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {s['agent_id']} | {s['session_id']} | {s['requests']:,} | {s['tokens_before']:,} | {s['tokens_after']:,} | {s['saved']:,} | "
-              f"{s['archives']:,} | {s['last_seen']} |" for s in r["top_sessions"]]
+    lines = [
+        f"# Ruyi health report {day}",
+        "",
+        f"Records from {r['first'] or '–'} to {r['last'] or '–'}"
+        + (f" (since {r['since']})" if r["since"] else "")
+        + (f", agent {r['agent']}" if r["agent"] else "")
+        + ".",
+        "",
+        "## Requests",
+        "",
+        f"- requests: {req['total']:,} ({req['errors']:,} answered with an error), {req['sessions']:,} sessions of {req['agents']:,} agents",
+        "- by mode: " + (", ".join(f"{k} {v:,}" for k, v in sorted(req["by_mode"].items())) or "–"),
+        "- by tier on arrival: " + (", ".join(f"{k} {v:,}" for k, v in sorted(req["by_tier"].items(), key=lambda kv: -kv[1])) or "–"),
+        "",
+        "## Overflows",
+        "",
+        f"- prevented: {ov['prevented']:,} (sent by the client over the usable window: {ov['client_over_window']:,})",
+        f"- not prevented: {ov['not_prevented']:,} (forwarded over the usable window, or refused as too long after the one retry)",
+        f"- upstream said too long (retried once): {ov['upstream_refused']:,}"
+        + (f"; records without the window (older Ruyi): {ov['unknown']:,}" if ov["unknown"] else ""),
+        "",
+        "## Tokens and cost",
+        "",
+        f"- prompt tokens: {tok['before']:,} sent by clients, {tok['after']:,} forwarded: {tok['saved']:,} saved ({_pc(tok['saved_share'])})",
+        f"- estimated cost with prompt caching (cached tokens at {cost['cache_read_ratio']:g} of the price): {cost['with_ruyi']:,} "
+        f"vs {cost['without_ruyi']:,} token-prices sending everything: {cost['saved']:,} saved ({_pc(cost['saved_share'])}, "
+        + (f"{cost['ratio']:.2f}×)" if cost["ratio"] is not None else "–)")
+        + (f", ${cost['usd_saved']:,}" if "usd_saved" in cost else ""),
+        f"- cache hits reported by the upstream: {_pc(cache['hit_rate'])} of {cache['prompt_tokens']:,} prompt tokens "
+        f"({cache['reported_requests']:,} requests reported); estimated: {_pc(cache['estimated_hit_rate_with_ruyi'])}",
+        "",
+        "## Pruning and archives",
+        "",
+        "- batches: " + (", ".join(f"{k} {v:,}" for k, v in sorted(r["batches"].items())) or "none") + f"; compactions: {r['compactions']:,}",
+        f"- archives: {arch['total']:,}"
+        + (" (" + ", ".join(f"{k} {v:,}" for k, v in sorted(arch["by_reason"].items())) + ")" if arch["total"] else "")
+        + f"; S2 chunks written: {arch['s2_chunks_written']:,}",
+        f"- recall: {recall['requests']:,} requests, {recall['chunks']:,} chunks; paths: "
+        + (", ".join(f"{k} {v:,}" for k, v in sorted(recall["paths"].items())) or "–"),
+        "",
+        "## Summarizer",
+        "",
+        "- archive summaries by source: " + (", ".join(f"{k} {v:,}" for k, v in sorted(summ["by_source"].items())) or "none"),
+        f"- LLM summaries {summ['llm_summaries']:,}, fell back to extractive {summ['fallbacks']:,} ({_pc(summ['fallback_rate'])})",
+        "",
+        "## Latency (ms)",
+        "",
+        "| | p50 | p90 | p99 | max | requests |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| upstream (until its answer began) {_ms(r['latency_ms']['upstream'])}",
+        f"| Ruyi's own (before the upstream's answer) {_ms(r['latency_ms']['ruyi'])}",
+        f"| recall {_ms(r['latency_ms']['retrieval'])}",
+        "",
+        "## Top sessions by tokens",
+        "",
+        "| agent | session | requests | tokens sent | forwarded | saved | archives | last seen |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {s['agent_id']} | {s['session_id']} | {s['requests']:,} | {s['tokens_before']:,} | {s['tokens_after']:,} | {s['saved']:,} | "
+        f"{s['archives']:,} | {s['last_seen']} |"
+        for s in r["top_sessions"]
+    ]
     return "\n".join(lines) + "\n"

@@ -32,8 +32,16 @@ def run_replay(args: argparse.Namespace, config: Config) -> int:
     keeper = _keeper(config) if getattr(args, "agent", None) else None
     try:
         ruyi = OfflineRuyi(config, model, args.window, counter, keeper=keeper, agent_id=getattr(args, "agent", None) or "offline")
-        result = replay(trace.messages, trace.tools, ruyi, ruyi.window, _Counts(counter, model), Prices(cache_read=ratio),
-                        trace=Path(args.trace).name, progress=StderrProgress(Path(args.trace).name))
+        result = replay(
+            trace.messages,
+            trace.tools,
+            ruyi,
+            ruyi.window,
+            _Counts(counter, model),
+            Prices(cache_read=ratio),
+            trace=Path(args.trace).name,
+            progress=StderrProgress(Path(args.trace).name),
+        )
     finally:
         if keeper is not None:
             keeper.close()

@@ -53,7 +53,7 @@ def appended_to(before: str, now: str) -> bool:
     if isinstance(was, str) and isinstance(content, str):
         return was.startswith(content + APPENDED) if content else was.startswith(APPENDED.strip())
     if isinstance(was, list) and isinstance(content, list) and len(was) > len(content) and was[: len(content)] == content:
-        return all(isinstance(p, dict) and str(p.get("text", "")).startswith(APPENDED.strip()) for p in was[len(content):])
+        return all(isinstance(p, dict) and str(p.get("text", "")).startswith(APPENDED.strip()) for p in was[len(content) :])
     return False
 
 
@@ -67,8 +67,9 @@ def needle_indices(messages: Sequence[Message], archived: bool = False) -> list[
     starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     first = starts[-LAST_TURNS] if len(starts) >= LAST_TURNS else (starts[0] if starts else len(messages))
     answered = starts[0] if starts else len(messages)
-    return [i for i, m in enumerate(messages)
-            if i >= first or m.get("role") == "system" or (m.get("role") == "user" and (not archived or i < answered))]
+    return [
+        i for i, m in enumerate(messages) if i >= first or m.get("role") == "system" or (m.get("role") == "user" and (not archived or i < answered))
+    ]
 
 
 def _text(message: Message) -> str | None:
@@ -76,8 +77,9 @@ def _text(message: Message) -> str | None:
     return content if isinstance(content, str) and content else None
 
 
-def needles_kept(original: Sequence[Message], canon: Sequence[str], rewritten: Sequence[Message], rewritten_canon: Sequence[str],
-                 archived: bool = False) -> tuple[int, int]:
+def needles_kept(
+    original: Sequence[Message], canon: Sequence[str], rewritten: Sequence[Message], rewritten_canon: Sequence[str], archived: bool = False
+) -> tuple[int, int]:
     """(needles, needles kept verbatim) of ``original`` in ``rewritten``; canon = their canonical JSON."""
     available = Counter(rewritten_canon)
     indices = needle_indices(original, archived)

@@ -30,8 +30,15 @@ class OfflineRuyi:
     Background work (summaries prepared ahead of need) that a real session would have finished between two
     requests is finished before the next one."""
 
-    def __init__(self, config: Config, model: str, window: int | None = None, counter: TokenCounter | None = None,
-                 keeper: Any = None, agent_id: str = "offline") -> None:
+    def __init__(
+        self,
+        config: Config,
+        model: str,
+        window: int | None = None,
+        counter: TokenCounter | None = None,
+        keeper: Any = None,
+        agent_id: str = "offline",
+    ) -> None:
         self.config = config
         self.keeper = keeper
         """The agent's memory (proxy.keep.keeper.Keeper) the layout reads; None: no notebook or anchors."""
@@ -75,19 +82,37 @@ class OfflineRuyi:
         resolution = self.sessions.resolve(self.agent_id, chain)
         session = resolution.session
         budget = budget_for(self.window, None, self.config.window)
-        m = Measurement(session, resolution.how, resolution.new_messages, chain.links, resolution.shared, prompt.total,
-                        prompt.total, Window(self.window, "config"), budget, tier_for(budget.usage(prompt.total), self.config.tiers, self.config.archive.enabled),
-                        None, self.counter.text_counter(self.model), prompt.messages)
+        m = Measurement(
+            session,
+            resolution.how,
+            resolution.new_messages,
+            chain.links,
+            resolution.shared,
+            prompt.total,
+            prompt.total,
+            Window(self.window, "config"),
+            budget,
+            tier_for(budget.usage(prompt.total), self.config.tiers, self.config.archive.enabled),
+            None,
+            self.counter.text_counter(self.model),
+            prompt.messages,
+        )
         ctx = RequestContext("offline", "openai", model=self.model, agent_id=self.agent_id, keeper=self.keeper)
         target = summarizer.target(self.model, None, None, None) if (summarizer := self.longctx.summarizer) is not None else None
         ctx.measurement, ctx.longctx = m, RequestMemory(self.longctx, messages, target=target)
         out = self.pipeline.run(messages, ctx)
         outcome = ctx.pruning
         if outcome is not None:
-            self.sessions.decide(self.agent_id, session.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at,
-                                 outcome.clear_batch_retry)
-            self.sessions.record(self.agent_id, session.session_id, prompt_tokens=outcome.tokens_after, report=outcome.report,
-                                 reports_max=self.config.pruning.reports_kept)
+            self.sessions.decide(
+                self.agent_id, session.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry
+            )
+            self.sessions.record(
+                self.agent_id,
+                session.session_id,
+                prompt_tokens=outcome.tokens_after,
+                report=outcome.report,
+                reports_max=self.config.pruning.reports_kept,
+            )
             self.outcomes.append(outcome)
         mem = ctx.longctx
         if mem.prepare_until is not None:  # a real session's background preparation ends before its next request

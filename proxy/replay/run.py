@@ -239,8 +239,12 @@ def is_anthropic(data: dict[str, Any]) -> bool:
     """A trace in Anthropic's shape: a top-level ``system``, or content blocks only Anthropic has."""
     if "system" in data:
         return True
-    return any(isinstance(b, dict) and b.get("type") in ANTHROPIC_BLOCKS for m in data.get("messages") or () if isinstance(m, dict)
-               for b in (m.get("content") if isinstance(m.get("content"), list) else ()))
+    return any(
+        isinstance(b, dict) and b.get("type") in ANTHROPIC_BLOCKS
+        for m in data.get("messages") or ()
+        if isinstance(m, dict)
+        for b in (m.get("content") if isinstance(m.get("content"), list) else ())
+    )
 
 
 def merge(results: Sequence[ReplayResult]) -> ReplayResult:
@@ -317,8 +321,9 @@ def _pct(x: float) -> str:
 
 def format_table(result: ReplayResult) -> str:
     """Per-request table and totals, as fixed-width text."""
-    head = (f"{'#':>4} {'msgs':>5} {'tokens':>8} {'sent':>8} {'cached':>8} {'needles':>9} {'orph':>4} {'badargs':>7} {'archive':>7} "
-            f"{'layout':>6}  over")
+    head = (
+        f"{'#':>4} {'msgs':>5} {'tokens':>8} {'sent':>8} {'cached':>8} {'needles':>9} {'orph':>4} {'badargs':>7} {'archive':>7} {'layout':>6}  over"
+    )
     lines = [head, "-" * len(head)]
     for r in result.rows:
         archive = (f"new {r.archive}" if r.archived else str(r.archive)) if r.archive else ""

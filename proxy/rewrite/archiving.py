@@ -116,14 +116,40 @@ class ArchiveStep:
             lead = self._lead(at, tokens, usable, ratio)
             p = None
             if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
-                p = plan(options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
-                         self.tiers.prune, lead, self.tiers.compact)
+                p = plan(
+                    options,
+                    m.budget,
+                    client,
+                    m.message_tokens,
+                    messages,
+                    positions,
+                    per,
+                    raw_total,
+                    ratio,
+                    current,
+                    self.tiers.prune,
+                    lead,
+                    self.tiers.compact,
+                )
             pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
             if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find
-                ahead = plan(ahead_options, m.budget, client, m.message_tokens, messages, positions, per, raw_total, ratio, current,
-                             self.tiers.prune, lead, self.tiers.compact)
+                ahead = plan(
+                    ahead_options,
+                    m.budget,
+                    client,
+                    m.message_tokens,
+                    messages,
+                    positions,
+                    per,
+                    raw_total,
+                    ratio,
+                    current,
+                    self.tiers.prune,
+                    lead,
+                    self.tiers.compact,
+                )
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
                     mem.prepare_until, mem.prepare_number = ahead.end, number
                 return messages
@@ -133,13 +159,33 @@ class ArchiveStep:
 
         def summarize(first: int, last: int):  # the service's Summary
             prepared.append(service.is_prepared(s.agent_id, s.session_id, m.links, first, last, base))
-            return service.summarize(s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base,
-                                     options.summary_tokens)
+            return service.summarize(
+                s.agent_id, s.session_id, client, m.links, m.message_tokens, first, last, m.count_text, base, options.summary_tokens
+            )
 
         # after an upstream said too long, the window is smaller than Ruyi thought: aim at a share of what was sent
         budget = replace(m.budget, window=tokens + m.budget.reserve) if mem.overflow else m.budget
-        done = archive(options, budget, self.tiers, reason, number, s.requests, client, m.links, m.message_tokens, messages,
-                       positions, per, raw_total, ratio, current, summarize, m.count_text, lead, ctx.recall_tool)
+        done = archive(
+            options,
+            budget,
+            self.tiers,
+            reason,
+            number,
+            s.requests,
+            client,
+            m.links,
+            m.message_tokens,
+            messages,
+            positions,
+            per,
+            raw_total,
+            ratio,
+            current,
+            summarize,
+            m.count_text,
+            lead,
+            ctx.recall_tool,
+        )
         if done is None:
             return messages
         mem.prepared = bool(prepared and prepared[0])  # its summary was made ahead of need (audit only: timing-dependent)
@@ -218,8 +264,7 @@ class RecallStep:
         usable = m.budget.usable  # a small window gets a smaller block (2,000 tokens from 16k up); never calibrated: every process alike
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
         if everyone or cited(text):  # named chunks, other agents' archives: from the store
-            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None,
-                                       ["*"] if everyone else None)
+            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None, ["*"] if everyone else None)
         else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
             block, mem.recall = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
@@ -230,14 +275,20 @@ class RecallStep:
         if outcome is not None:
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1,
-                                        "tokens": m.count_text(block)}
+            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1, "tokens": m.count_text(block)}
         return out
 
 
 def archive_report(record: Mapping[str, Any], chunks: int) -> dict[str, Any]:
     """What an archive did, for the DCP report, the log event and ``ruyi replay`` (how many of its chunks were new
     depends on what the background had made first: the audit record's s2_written_count says it)."""
-    return {"number": record["number"], "messages": [record["head"], record["end"]], "turns": record["turns"],
-            "reason": record["reason"], "tokens_before": record["tokens_before"], "tokens_after": record["tokens_after"],
-            "summary_source": record["summary_source"], "chunks": chunks}
+    return {
+        "number": record["number"],
+        "messages": [record["head"], record["end"]],
+        "turns": record["turns"],
+        "reason": record["reason"],
+        "tokens_before": record["tokens_before"],
+        "tokens_after": record["tokens_after"],
+        "summary_source": record["summary_source"],
+        "chunks": chunks,
+    }

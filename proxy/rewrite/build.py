@@ -32,8 +32,15 @@ class Built:
     keep: bool
 
 
-def build(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any],
-          messages: list[dict[str, Any]] | None, ctx: RequestContext, keep: bool = True) -> Built:
+def build(
+    app: web.Application,
+    dialect: Dialect,
+    raw: bytes,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]] | None,
+    ctx: RequestContext,
+    keep: bool = True,
+) -> Built:
     """The pipeline's rewrite and its bytes, nothing recorded yet."""
     m = ctx.measurement
     assert m is not None
@@ -67,8 +74,9 @@ def _encode(body: dict[str, Any]) -> bytes:
         return json.dumps(body).encode()
 
 
-def _with_messages(dialect: Dialect, body: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]],
-                   ctx: RequestContext) -> dict[str, Any] | None:
+def _with_messages(
+    dialect: Dialect, body: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]], ctx: RequestContext
+) -> dict[str, Any] | None:
     """The body with the rewritten messages; None when the dialect cannot build it."""
     try:
         positions = ctx.longctx.positions if ctx.longctx is not None else None

@@ -59,8 +59,7 @@ class FitStep:
             outcome.tokens_after = m.calibrated(tokens)
             outcome.refs.update({r.ref_id: redact(r.original) for r in cuts})
             usage = m.budget.usage(outcome.tokens_after)
-            outcome.report.update(tokens_after=outcome.tokens_after, usage_after=round(usage, 4),
-                                  tier_after=tier_for(usage, self.tiers, True).value)
+            outcome.report.update(tokens_after=outcome.tokens_after, usage_after=round(usage, 4), tier_after=tier_for(usage, self.tiers, True).value)
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)
@@ -72,8 +71,10 @@ class FitStep:
 def _parts(messages: Messages, head: int, tokens: int, scale: float, count_text: Callable[[str], int]) -> dict[str, int]:
     """The request's parts on the upstream's scale: its head (system text, preambles, the task), the turns after it but
     the newest message, the newest message, and the rest (the tools, what the layout added to the system text)."""
+
     def size(ms: Messages) -> int:
         return round(sum(count_text(_all_text(x)) for x in ms) * scale)
+
     newest = size(messages[-1:]) if len(messages) > head else 0
     first, turns, total = size(messages[:head]), size(messages[head:-1]), round(tokens * scale)
     return {"tokens": total, "head": first, "turns": turns, "newest": newest, "rest": max(0, total - first - turns - newest)}
@@ -86,14 +87,19 @@ def refusal(ctx: RequestContext) -> ProxyError | None:
     if unfit is None or m is None or ctx.mode != "on":
         return None
     window, total = m.window.tokens, unfit["tokens"]
-    why = (f"Ruyi could not fit this request into the {window:,}-token window of {ctx.model or 'this model'} (source: "
-           f"{m.window.source}) even after pruning, archiving and cutting the newest turns: the system text and the task "
-           f"are {unfit['head']:,} tokens, the newest message {unfit['newest']:,}, the tools and the rest {unfit['rest']:,}. "
-           "Shorten the system prompt or the task, or give the model a larger window (window.models).")
+    why = (
+        f"Ruyi could not fit this request into the {window:,}-token window of {ctx.model or 'this model'} (source: "
+        f"{m.window.source}) even after pruning, archiving and cutting the newest turns: the system text and the task "
+        f"are {unfit['head']:,} tokens, the newest message {unfit['newest']:,}, the tools and the rest {unfit['rest']:,}. "
+        "Shorten the system prompt or the task, or give the model a larger window (window.models)."
+    )
     if ctx.wire == "anthropic":
         return ProxyError(400, "context_length_exceeded", f"prompt is too long: {total} tokens > {window} maximum. {why}")
-    return ProxyError(400, "context_length_exceeded", f"This model's maximum context length is {window} tokens. However, "
-                                                      f"your messages resulted in {total} tokens. {why}")
+    return ProxyError(
+        400,
+        "context_length_exceeded",
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in {total} tokens. {why}",
+    )
 
 
 def _all_text(message: dict[str, Any]) -> str:

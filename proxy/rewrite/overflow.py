@@ -42,7 +42,9 @@ PHRASES = re.compile(
 ANSWER_SIZE = (
     re.compile(r"'max_tokens' or 'max_completion_tokens' is too large: (\d+)\. this model's maximum context length is (\d+)"),
     re.compile(r"maximum context length is (?P<w>\d+) tokens\. however, you requested (?P<n>\d+) output tokens"),
-    re.compile(r"maximum context length is (?P<w>\d+) tokens\. however, you requested \d+ tokens \(\d+ in the messages, (?P<n>\d+) in the completion\)"),
+    re.compile(
+        r"maximum context length is (?P<w>\d+) tokens\. however, you requested \d+ tokens \(\d+ in the messages, (?P<n>\d+) in the completion\)"
+    ),
     re.compile(r"exceed context limit: \d+ \+ (\d+) > (\d+)"),
 )
 """Messages naming the answer size asked for and the window: the prompt is at fault only if the answer fits alone."""

@@ -80,8 +80,9 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     return forwarded
 
 
-def _prepare(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
-             headers: Any, ollama: bool, window: Window) -> bytes:
+def _prepare(
+    app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext, headers: Any, ollama: bool, window: Window
+) -> bytes:
     """In a worker thread: measure, then, in the session's turn, rewrite and record."""
     messages = dialect.to_canonical(body)
     try:
@@ -95,12 +96,23 @@ def _prepare(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str,
     return _rewrite_in_turn(app, dialect, raw, body, messages, ctx)
 
 
-def _measure(app: web.Application, dialect: Dialect, body: dict[str, Any], messages: list[dict[str, Any]] | None,
-             ctx: RequestContext, headers: Any, ollama: bool, window: Window, *, stored: bool) -> bool:
+def _measure(
+    app: web.Application,
+    dialect: Dialect,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]] | None,
+    ctx: RequestContext,
+    headers: Any,
+    ollama: bool,
+    window: Window,
+    *,
+    stored: bool,
+) -> bool:
     """``ctx.measurement`` (its session resolved, its turn taken); False when measuring failed (fail open)."""
     try:
-        ctx.measurement = app[appkeys.MEASURER].measure(dialect.name, ctx.model or "", body, messages, headers, ollama, window,
-                                                        agent_id=ctx.agent_id, stored=stored)
+        ctx.measurement = app[appkeys.MEASURER].measure(
+            dialect.name, ctx.model or "", body, messages, headers, ollama, window, agent_id=ctx.agent_id, stored=stored
+        )
     except NeedsStore:
         raise
     except Exception:  # fail open: an unmeasured request still goes through
@@ -122,8 +134,15 @@ def _summary_target(longctx: Any, ctx: RequestContext, headers: Any) -> Any:
     return longctx.summarizer.target(ctx.model, ctx.route.url, ctx.route.kind, key)
 
 
-def _rewrite_in_turn(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], messages: list[dict[str, Any]] | None,
-                     ctx: RequestContext, built: Built | None = None) -> bytes:
+def _rewrite_in_turn(
+    app: web.Application,
+    dialect: Dialect,
+    raw: bytes,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]] | None,
+    ctx: RequestContext,
+    built: Built | None = None,
+) -> bytes:
     """In a worker thread, in the session's turn (waited for): rewrite (unless ``built`` already) and record."""
     assert ctx.measurement is not None and ctx.measurement.turn is not None
     with ctx.measurement.turn:
@@ -155,8 +174,9 @@ class Plan:
 ALL_IN_THREAD = Plan("all_in_thread")
 
 
-def _plan_on_loop(app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
-                  headers: Any, ollama: bool, window: Window) -> Plan:
+def _plan_on_loop(
+    app: web.Application, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext, headers: Any, ollama: bool, window: Window
+) -> Plan:
     """A small request measured and rewritten on the loop, sparing the two thread hops, when nothing has to wait:
     its body is at most ``server.loop_rewrite_bytes``, no other thread holds the session registry, its session
     resolves from memory and has no other request in flight, and nothing it decides needs a durable write. Else
@@ -198,8 +218,12 @@ def _memory_only(app: web.Application, ctx: RequestContext) -> bool:
     chunks, summaries) only once a session has an archive in force, a person asked for one, or the request reaches
     the tier where summaries are prepared ahead (or the share where an archive may come early)."""
     m, mem = ctx.measurement, ctx.longctx
-    if ctx.keeper is not None and app[appkeys.CONFIG].layout.mode != "off" and m is not None and not ctx.keeper.memory_held(
-            m.session.agent_id, m.session.session_id, m.how == How.NEW):
+    if (
+        ctx.keeper is not None
+        and app[appkeys.CONFIG].layout.mode != "off"
+        and m is not None
+        and not ctx.keeper.memory_held(m.session.agent_id, m.session.session_id, m.how == How.NEW)
+    ):
         return False  # the layout's notebook and anchors or the sub-agent snapshot are read from the keeper's store
     if mem is None:
         return True

@@ -52,8 +52,7 @@ class Pruner:
         self.options = options
         self.tiers = tiers
         self.tools = options.tool_table()
-        self.without_last_resort = replace(
-            options.strategies, enabled=tuple(n for n in options.strategies.enabled if n not in LAST_RESORT))
+        self.without_last_resort = replace(options.strategies, enabled=tuple(n for n in options.strategies.enabled if n not in LAST_RESORT))
         """The strategies for requests below the prune tier: no batch, so nothing is cleared for room."""
         self.memo: LRU[Any, Any] = LRU(MEMO_MAX)
         """Classifications of calls and placeholders already built (pure by key), so a request costs its new calls
@@ -100,9 +99,18 @@ class Pruner:
         taken = {(r.index, r.target) for r in sticky}
         new: list[Replacement] = []
         failures: Counter[str] = Counter()
-        base = StrategyContext(count_text, window, window, protected_turns=0,
-                               protection=opts.protection, tools=self.tools, min_saving_tokens=opts.min_saving_tokens,
-                               memo=self.memo, usable_tokens=budget.usable, recall_tool=recall_tool)  # never the calibration:
+        base = StrategyContext(
+            count_text,
+            window,
+            window,
+            protected_turns=0,
+            protection=opts.protection,
+            tools=self.tools,
+            min_saving_tokens=opts.min_saving_tokens,
+            memo=self.memo,
+            usable_tokens=budget.usable,
+            recall_tool=recall_tool,
+        )  # never the calibration:
         # the same request gets the same caps in every process (a restart, a replica), whatever each has learnt
         analysis = None
         prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
@@ -196,8 +204,19 @@ class Pruner:
                 best, best_net = k, net
         return ordered[:best]
 
-    def _report(self, before: int, after: int, in_force: int, budget: Budget, batch: str, new: list[Replacement],
-                sticky: int, failures: Counter[str], harder: bool, scale: float) -> dict[str, Any]:
+    def _report(
+        self,
+        before: int,
+        after: int,
+        in_force: int,
+        budget: Budget,
+        batch: str,
+        new: list[Replacement],
+        sticky: int,
+        failures: Counter[str],
+        harder: bool,
+        scale: float,
+    ) -> dict[str, Any]:
         """The DCP report, every count on the upstream's scale."""
         per: dict[str, dict[str, int]] = OrderedDict()
         for r in new:

@@ -34,8 +34,9 @@ def _record_measured(app: web.Application, ctx: RequestContext, raw_after: int, 
     measurer.record(m, model, m.calibrated(raw_after) if changed else m.tokens, changed)
     mem = ctx.longctx
     if decide and keep and outcome is not None:
-        written = measurer.sessions.decide(s.agent_id, s.session_id, outcome.decisions, outcome.refs,
-                                           outcome.batch_retry_at, outcome.clear_batch_retry)
+        written = measurer.sessions.decide(
+            s.agent_id, s.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry
+        )
     elif decide and keep and mem is not None and mem.decisions:  # a person's request done, nothing else decided
         written = measurer.sessions.decide(s.agent_id, s.session_id, mem.decisions, {})
     else:
@@ -52,16 +53,26 @@ def _record_measured(app: web.Application, ctx: RequestContext, raw_after: int, 
         ctx.response_headers["X-Ruyi-Archived"] = str(mem.archived.record["number"])
         ctx.facts["archive"] = outcome.report.get("archive") if outcome is not None else mem.archived.record["number"]
     ctx.session_id = s.session_id
-    ctx.facts.update(session=s.session_id, session_how=m.how.value, tokens_before=m.tokens, tokens_after=after,
-                     tier=m.tier.value, window=m.window.tokens, window_source=m.window.source, usage=round(m.usage, 4))
-    ctx.response_headers.update({
-        "X-Ruyi-Session": s.session_id,
-        "X-Ruyi-Tokens-Before": str(m.tokens),
-        "X-Ruyi-Tokens-After": str(after),
-        "X-Ruyi-Tier": outcome.report["tier_after"] if outcome is not None and sent else m.tier.value,
-        "X-Ruyi-Window": str(m.window.tokens),
-        "X-Ruyi-Window-Source": m.window.source,
-    })
+    ctx.facts.update(
+        session=s.session_id,
+        session_how=m.how.value,
+        tokens_before=m.tokens,
+        tokens_after=after,
+        tier=m.tier.value,
+        window=m.window.tokens,
+        window_source=m.window.source,
+        usage=round(m.usage, 4),
+    )
+    ctx.response_headers.update(
+        {
+            "X-Ruyi-Session": s.session_id,
+            "X-Ruyi-Tokens-Before": str(m.tokens),
+            "X-Ruyi-Tokens-After": str(after),
+            "X-Ruyi-Tier": outcome.report["tier_after"] if outcome is not None and sent else m.tier.value,
+            "X-Ruyi-Window": str(m.window.tokens),
+            "X-Ruyi-Window-Source": m.window.source,
+        }
+    )
     return sent
 
 
@@ -70,8 +81,14 @@ def report_pruning(app: web.Application, ctx: RequestContext, outcome: Outcome, 
     m = ctx.measurement
     assert m is not None
     s = m.session
-    report = {"request": s.requests, "request_id": ctx.request_id, "mode": ctx.mode, "applied": applied,
-              "overflow_retry": ctx.overflow_retry, **outcome.report}
+    report = {
+        "request": s.requests,
+        "request_id": ctx.request_id,
+        "mode": ctx.mode,
+        "applied": applied,
+        "overflow_retry": ctx.overflow_retry,
+        **outcome.report,
+    }
     if "context_management" in ctx.facts:  # the provider's own clearing the client asked for, beside Ruyi's
         report["context_management"] = ctx.facts["context_management"]
     app[appkeys.MEASURER].sessions.record(s.agent_id, s.session_id, report=report, reports_max=app[appkeys.CONFIG].pruning.reports_kept)

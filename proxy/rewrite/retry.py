@@ -23,15 +23,15 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-async def retry_after_refusal(request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext,
-                              error: bytes) -> bytes | None:
+async def retry_after_refusal(
+    request: web.Request, dialect: Dialect, raw: bytes, body: dict[str, Any], ctx: RequestContext, error: bytes
+) -> bytes | None:
     """The upstream refused the request with ``error``: when it says the prompt does not fit, the limit it stated is
     remembered and the bytes to retry with are made (None: relay the error as it is)."""
     if not is_prompt_overflow(error):
         return None
     if ctx.measurement is not None:  # a limit the server stated: remembered, and the retry within it
-        ctx.measurement = request.app[appkeys.MEASURER].after_refusal(ctx.measurement, ctx.model or "", error,
-                                                                      ctx.sent_raw_tokens) or ctx.measurement
+        ctx.measurement = request.app[appkeys.MEASURER].after_refusal(ctx.measurement, ctx.model or "", error, ctx.sent_raw_tokens) or ctx.measurement
     return await _in_turn(request, ctx, lambda: retry_after_overflow(request, dialect, raw, body, ctx))
 
 
@@ -74,7 +74,8 @@ def settle_retry(request: web.Request, ctx: RequestContext, accepted: bool) -> N
     app = request.app
     s = m.session
     kept = accepted and app[appkeys.MEASURER].sessions.decide(
-        s.agent_id, s.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry)
+        s.agent_id, s.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry
+    )
     if accepted and not kept:
         not_kept(app, ctx, "store_write")
     report_pruning(app, ctx, outcome, kept)

@@ -23,7 +23,7 @@ class NoteStep:
     def apply(self, messages: list[dict[str, Any]], ctx: RequestContext) -> list[dict[str, Any]]:
         m = ctx.measurement
         if m is not None and ctx.mode == "on":
-            ctx.new_messages = messages[m.shared:]
+            ctx.new_messages = messages[m.shared :]
             ctx.noted_messages = messages
         return messages
 
@@ -52,9 +52,22 @@ class PruneStep:
         # session restarted (what is pruned now goes with the next archive), so its age counts from there
         seen = m.session.requests - int(view.archive.get("request", 0)) if view is not None else m.session.requests
         raw += tokens_planned(ctx)  # what the layout adds counts toward the window
-        outcome = self.pruner.rewrite(messages, links, shared, m.session.decisions, m.session.batch_retry_at, raw,
-                                      m.budget, m.count_text, message_tokens, max(1, seen), harder=harder, scale=m.scale,
-                                      forced=forced, recall_tool=ctx.recall_tool)
+        outcome = self.pruner.rewrite(
+            messages,
+            links,
+            shared,
+            m.session.decisions,
+            m.session.batch_retry_at,
+            raw,
+            m.budget,
+            m.count_text,
+            message_tokens,
+            max(1, seen),
+            harder=harder,
+            scale=m.scale,
+            forced=forced,
+            recall_tool=ctx.recall_tool,
+        )
         ctx.pruning = outcome
         return outcome.messages
 
@@ -109,9 +122,16 @@ def check_handoffs(steps: list[Step]) -> None:
 
 def default_steps(config: Config) -> list[Step]:
     plan, layout = layout_steps(config.layout, config)
-    steps: list[Step] = [NoteStep(), RestartStep(), plan, PruneStep(Pruner(config.pruning, config.tiers)),
-                         ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio), RecallStep(config.retrieval),
-                         SnapshotStep(config.layout), layout,
-                         FitStep(config.window, config.tiers, config.pruning.enabled, config.archive.enabled)]
+    steps: list[Step] = [
+        NoteStep(),
+        RestartStep(),
+        plan,
+        PruneStep(Pruner(config.pruning, config.tiers)),
+        ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio),
+        RecallStep(config.retrieval),
+        SnapshotStep(config.layout),
+        layout,
+        FitStep(config.window, config.tiers, config.pruning.enabled, config.archive.enabled),
+    ]
     check_handoffs(steps)
     return steps

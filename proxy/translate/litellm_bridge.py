@@ -26,13 +26,43 @@ from proxy.http.upstream import describe
 from proxy.translate.responses_chat import bridged
 
 log = structlog.get_logger(__name__)
-ANTHROPIC_FIELDS = ("messages", "max_tokens", "system", "tools", "tool_choice", "stop_sequences", "temperature", "top_p",
-                    "top_k", "thinking", "stream")
+ANTHROPIC_FIELDS = (
+    "messages",
+    "max_tokens",
+    "system",
+    "tools",
+    "tool_choice",
+    "stop_sequences",
+    "temperature",
+    "top_p",
+    "top_k",
+    "thinking",
+    "stream",
+)
 """What of a Messages body litellm's Anthropic adapter carries to another provider (``metadata`` is litellm's own
 logging field there; ``context_management`` and ``cache_control`` mean nothing to another provider)."""
-OPENAI_FIELDS = ("messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "stream",
-                 "stream_options", "tools", "tool_choice", "parallel_tool_calls", "response_format", "seed", "user",
-                 "presence_penalty", "frequency_penalty", "n", "logprobs", "top_logprobs", "reasoning_effort")
+OPENAI_FIELDS = (
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "stream",
+    "stream_options",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "seed",
+    "user",
+    "presence_penalty",
+    "frequency_penalty",
+    "n",
+    "logprobs",
+    "top_logprobs",
+    "reasoning_effort",
+)
 """What of an OpenAI chat body reaches litellm for an Anthropic route: the fields of the chat-completions schema that
 mean something to another provider, nothing else. litellm reads connection settings from the same keyword arguments
 (``base_url``, ``api_base``, ``api_key``, ``fallbacks``, ``model_list``, ``custom_llm_provider``, ``extra_headers``,
@@ -96,8 +126,15 @@ def ollama_arguments(body: dict[str, Any], route: Route, key: str | None, model:
     if stream:
         args["stream_options"] = {"include_usage": True}
     provider = "anthropic" if route.kind == "anthropic" else "openai"
-    return {**args, "stream": stream, "model": f"{provider}/{model}", "api_base": route.url, "api_key": key or "none",
-            "drop_params": True, **SKIP_MCP}
+    return {
+        **args,
+        "stream": stream,
+        "model": f"{provider}/{model}",
+        "api_base": route.url,
+        "api_key": key or "none",
+        "drop_params": True,
+        **SKIP_MCP,
+    }
 
 
 ANTHROPIC_ROLES = frozenset({"user", "assistant"})
@@ -114,8 +151,11 @@ def check_anthropic_body(body: dict[str, Any]) -> None:
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role not in ANTHROPIC_ROLES:
-            raise ProxyError(400, "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant' (got {role!r}); "
-                             "a system prompt goes in the top-level system field")
+            raise ProxyError(
+                400,
+                "invalid_request_error",
+                f"messages.{i}.role: Input should be 'user' or 'assistant' (got {role!r}); a system prompt goes in the top-level system field",
+            )
 
 
 async def translated(request: web.Request, dialect: Dialect, forwarded: bytes, ctx: RequestContext) -> web.StreamResponse:
@@ -167,8 +207,7 @@ def _error(exc: Exception, route: Route, request_id: str | None = None) -> Proxy
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and 400 <= status < 600 else 502
     message = " ".join(str(getattr(exc, "message", "") or exc).split())[:ERROR_CHARS]  # every line of the cause, on one
-    log.warning("translation_failed", request_id=request_id, upstream=describe(route), status=status, error=type(exc).__name__,
-                cause=message)
+    log.warning("translation_failed", request_id=request_id, upstream=describe(route), status=status, error=type(exc).__name__, cause=message)
     return ProxyError(status, "translation_failed", f"the upstream {describe(route)} (through litellm's translation) answered {status}: {message}")
 
 
@@ -197,8 +236,15 @@ async def _frames(result: Any, wire: str, model: str) -> AsyncIterator[bytes]:
 def _ollama_whole(payload: dict[str, Any], model: str, generate: bool) -> dict[str, Any]:
     choice = (payload.get("choices") or [{}])[0]
     message = choice.get("message") or {}
-    return ollama_object(model, generate, message.get("content") or "", message.get("tool_calls"), done=True,
-                         reason=choice.get("finish_reason"), usage=payload.get("usage"))
+    return ollama_object(
+        model,
+        generate,
+        message.get("content") or "",
+        message.get("tool_calls"),
+        done=True,
+        reason=choice.get("finish_reason"),
+        usage=payload.get("usage"),
+    )
 
 
 async def _ollama_lines(result: Any, model: str, generate: bool) -> AsyncIterator[bytes]:
@@ -240,4 +286,3 @@ async def _relay(request: web.Request, ctx: RequestContext, frames: AsyncIterato
         await out.write(stream_error_bytes(ctx.wire, error.code, error.message, error.status))
     await out.write_eof()
     return out
-

@@ -31,18 +31,29 @@ def as_chat(body: dict[str, Any], model: str) -> dict[str, Any]:
     """The chat completions body for a Responses body (its canonical messages, text only)."""
     messages = RESPONSES.to_canonical(body)
     if messages is None:
-        raise ProxyError(400, "invalid_request_error", "a Responses request chained by previous_response_id (or without input) "
-                         "cannot be translated for a chat-only server: send the whole input")
+        raise ProxyError(
+            400,
+            "invalid_request_error",
+            "a Responses request chained by previous_response_id (or without input) "
+            "cannot be translated for a chat-only server: send the whole input",
+        )
     chat: dict[str, Any] = {"model": model, "messages": [_chat_message(m) for m in messages]}
-    tools = [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
-             for t in body.get("tools") or () if isinstance(t, dict) and t.get("type") == "function" and t.get("name")]
+    tools = [
+        {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and t.get("type") == "function" and t.get("name")
+    ]
     if tools:
         chat["tools"] = tools
     choice = body.get("tool_choice")
     if isinstance(choice, str) and tools:
         chat["tool_choice"] = choice
-    for ours, theirs in (("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"),
-                         ("parallel_tool_calls", "parallel_tool_calls")):
+    for ours, theirs in (
+        ("max_output_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("parallel_tool_calls", "parallel_tool_calls"),
+    ):
         if body.get(ours) is not None:
             chat[theirs] = body[ours]
     if body.get("stream") is True:
@@ -68,25 +79,56 @@ def _usage(usage: dict[str, Any] | None) -> dict[str, Any]:
     usage = usage or {}
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion}
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
 
 
 def _response(model: str, output: list[dict[str, Any]], usage: dict[str, Any], status: str, rid: str) -> dict[str, Any]:
-    return {"id": f"resp_{rid}", "object": "response", "created_at": int(time.time()), "status": status, "model": model,
-            "output": output, "usage": usage, "error": None, "incomplete_details": None, "parallel_tool_calls": True,
-            "tool_choice": "auto", "tools": []}
+    return {
+        "id": f"resp_{rid}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": usage,
+        "error": None,
+        "incomplete_details": None,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
 
 
 def _items(text: str, calls: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if text:
-        out.append({"type": "message", "id": f"msg_{rid}", "status": "completed", "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        out.append(
+            {
+                "type": "message",
+                "id": f"msg_{rid}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
     for n, call in enumerate(calls):
         fn = call.get("function") or {}
-        out.append({"type": "function_call", "id": f"fc_{rid}_{n}", "call_id": call.get("id") or f"call_{rid}_{n}",
-                    "name": fn.get("name") or "", "arguments": fn.get("arguments") or "", "status": "completed"})
+        out.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{rid}_{n}",
+                "call_id": call.get("id") or f"call_{rid}_{n}",
+                "name": fn.get("name") or "",
+                "arguments": fn.get("arguments") or "",
+                "status": "completed",
+            }
+        )
     return out
 
 
@@ -108,8 +150,9 @@ async def bridged(request: web.Request, forwarded: bytes, ctx: RequestContext) -
         if not chat.get("stream"):
             data = await resp.json(content_type=None)
             message = ((data.get("choices") or [{}])[0]).get("message") or {}
-            payload = _response(model, _items(message.get("content") or "", message.get("tool_calls") or [], rid),
-                                _usage(data.get("usage")), "completed", rid)
+            payload = _response(
+                model, _items(message.get("content") or "", message.get("tool_calls") or [], rid), _usage(data.get("usage")), "completed", rid
+            )
             asm = assembler_for("responses")
             asm.feed_object(payload)
             asm.result.done = True
@@ -158,8 +201,11 @@ async def _events(content: Any, model: str, rid: str) -> AsyncIterator[bytes]:
             if piece:
                 if not started:
                     started = True
-                    yield event("response.output_item.added", output_index=0,
-                                item={"type": "message", "id": message_id, "status": "in_progress", "role": "assistant", "content": []})
+                    yield event(
+                        "response.output_item.added",
+                        output_index=0,
+                        item={"type": "message", "id": message_id, "status": "in_progress", "role": "assistant", "content": []},
+                    )
                 text += piece
                 yield event("response.output_text.delta", item_id=message_id, output_index=0, content_index=0, delta=piece)
             for call in delta.get("tool_calls") or ():

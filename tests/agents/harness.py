@@ -28,8 +28,9 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1", "OTEL_S
 async def run_agent(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 240) -> tuple[int, str]:  # noqa: ASYNC109 - the bound of one CLI run
     """Run an agent CLI to its end; its exit code and output (stdout and stderr together)."""
     full = {"PATH": os.environ.get("PATH", ""), **QUIET, **env}
-    proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=full, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=full, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:

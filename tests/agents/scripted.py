@@ -65,8 +65,11 @@ def step_of(body: dict[str, Any]) -> int:
     Read off the newest message only: an archive takes older results away, never the newest."""
     last = (body.get("messages") or [{}])[-1]
     content = last.get("content") if isinstance(last.get("content"), list) else ()
-    done = [int(b["tool_use_id"].rsplit("_", 1)[1]) for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_result" and str(b.get("tool_use_id", "")).startswith("toolu_script_")]
+    done = [
+        int(b["tool_use_id"].rsplit("_", 1)[1])
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_result" and str(b.get("tool_use_id", "")).startswith("toolu_script_")
+    ]
     return max(done) + 1 if done else 0
 
 
@@ -119,21 +122,35 @@ async def messages(request: web.Request) -> web.StreamResponse:
     blocks = answer(body, scripted.mode, scripted.steps)
     stop = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
     usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-    message = {"id": f"msg_script_{len(scripted.received)}", "type": "message", "role": "assistant", "model": body.get("model"),
-               "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    message = {
+        "id": f"msg_script_{len(scripted.received)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
     if not body.get("stream"):
         return web.json_response(message)
-    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}})]
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}})
+    ]
     for i, block in enumerate(blocks):
         if block["type"] == "text":
             start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
         else:
             start, deltas = {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
-        events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
-                   *[("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas],
-                   ("content_block_stop", {"type": "content_block_stop", "index": i})]
-    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
-               ("message_stop", {"type": "message_stop"})]
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+            *[("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas],
+            ("content_block_stop", {"type": "content_block_stop", "index": i}),
+        ]
+    events += [
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
     out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await out.prepare(request)
     for name, data in events:
@@ -166,8 +183,11 @@ CODEX_STEPS = 8
 def responses_step(body: dict[str, Any]) -> int:
     """The Codex script's next step: one past the newest function_call_output's ``call_script_N``."""
     items = body.get("input") if isinstance(body.get("input"), list) else []
-    done = [int(str(i.get("call_id")).rsplit("_", 1)[1]) for i in items
-            if isinstance(i, dict) and i.get("type") == "function_call_output" and str(i.get("call_id", "")).startswith("call_script_")]
+    done = [
+        int(str(i.get("call_id")).rsplit("_", 1)[1])
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call_output" and str(i.get("call_id", "")).startswith("call_script_")
+    ]
     return max(done) + 1 if done else 0
 
 
@@ -178,13 +198,30 @@ def responses_answer(body: dict[str, Any], steps: int = 0) -> dict[str, Any]:
     command = seq_command(step, bool(steps))
     if step < (steps or CODEX_STEPS):
         if "shell" in tools:
-            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "shell",
-                    "arguments": json.dumps({"command": ["bash", "-lc", command]}), "status": "completed"}
+            return {
+                "type": "function_call",
+                "id": f"fc_{step}",
+                "call_id": f"call_script_{step}",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["bash", "-lc", command]}),
+                "status": "completed",
+            }
         if "exec_command" in tools:
-            return {"type": "function_call", "id": f"fc_{step}", "call_id": f"call_script_{step}", "name": "exec_command",
-                    "arguments": json.dumps({"cmd": command}), "status": "completed"}
-    return {"type": "message", "id": f"msg_{step}", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": FINAL, "annotations": []}]}
+            return {
+                "type": "function_call",
+                "id": f"fc_{step}",
+                "call_id": f"call_script_{step}",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": command}),
+                "status": "completed",
+            }
+    return {
+        "type": "message",
+        "id": f"msg_{step}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": FINAL, "annotations": []}],
+    }
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
@@ -193,15 +230,33 @@ async def responses(request: web.Request) -> web.StreamResponse:
     scripted.received.append(body)
     scripted.headers.append(dict(request.headers))
     item = responses_answer(body, scripted.steps)
-    usage = {"input_tokens": max(1, len(json.dumps(body)) // 4), "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": max(1, len(json.dumps(body)) // 4) + 10}
-    response = {"id": f"resp_{len(scripted.received)}", "object": "response", "created_at": 0, "status": "completed", "model": body.get("model"),
-                "output": [item], "usage": usage, "error": None, "incomplete_details": None, "parallel_tool_calls": False,
-                "tool_choice": "auto", "tools": []}
+    usage = {
+        "input_tokens": max(1, len(json.dumps(body)) // 4),
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 10,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": max(1, len(json.dumps(body)) // 4) + 10,
+    }
+    response = {
+        "id": f"resp_{len(scripted.received)}",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": body.get("model"),
+        "output": [item],
+        "usage": usage,
+        "error": None,
+        "incomplete_details": None,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+    }
     if not body.get("stream"):
         return web.json_response(response)
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": {**response, "status": "in_progress", "output": []}},
-                                    {"type": "response.output_item.added", "output_index": 0, "item": item}]
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+    ]
     if item["type"] == "message":
         events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": FINAL})
     events += [{"type": "response.output_item.done", "output_index": 0, "item": item}, {"type": "response.completed", "response": response}]
@@ -227,21 +282,32 @@ async def chat(request: web.Request) -> web.StreamResponse:
     if step < CODEX_STEPS and tools & {"shell", "exec_command"}:
         name = "shell" if "shell" in tools else "exec_command"
         args = {"command": ["bash", "-lc", command]} if name == "shell" else {"cmd": command}
-        message = {"role": "assistant", "content": None,
-                   "tool_calls": [{"id": f"call_script_{step}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"call_script_{step}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+        }
     usage = {"prompt_tokens": max(1, len(json.dumps(body)) // 4), "completion_tokens": 10, "total_tokens": 0}
     base = {"id": f"chatcmpl-{len(scripted.received)}", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
     if not body.get("stream"):
-        return web.json_response({**base, "object": "chat.completion", "usage": usage,
-                                  "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]})
+        return web.json_response(
+            {
+                **base,
+                "object": "chat.completion",
+                "usage": usage,
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            }
+        )
     delta: dict[str, Any] = {"role": "assistant"}
     if message.get("tool_calls"):
         delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
     else:
         delta["content"] = message["content"]
-    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]},
-              {**base, "choices": [], "usage": usage}]
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]},
+        {**base, "choices": [], "usage": usage},
+    ]
     out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await out.prepare(request)
     for c in chunks:
@@ -249,6 +315,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     await out.write(b"data: [DONE]\n\n")
     await out.write_eof()
     return out
+
+
 # --- OpenAI chat (Qwen Code, opencode) -------------------------------------------------------------------------------
 
 SHELL_TOOLS = ("run_shell_command", "bash", "shell", "Bash")
@@ -310,15 +378,17 @@ def chat_answer(body: dict[str, Any], steps: int = 0) -> tuple[str, dict[str, An
         if name:
             prop = ((tools[name].get("function") or {}).get("parameters") or {}).get("properties", {}).get("subagent_type") or {}
             agent_types = prop.get("enum") or []
-        values = {"description": "Count lines", "prompt": SUBAGENT,
-                  "subagent_type": "general" if "general" in agent_types or not agent_types else agent_types[0]}
+        values = {
+            "description": "Count lines",
+            "prompt": SUBAGENT,
+            "subagent_type": "general" if "general" in agent_types or not agent_types else agent_types[0],
+        }
     else:
         name = next((n for n in SHELL_TOOLS if n in tools), None)
         values = {"command": seq_command(step, bool(steps)), "description": "Print numbers", "is_background": False}
     if name is None:
         return FINAL, None
-    return "", {"id": f"call_script_{step}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(tool_args(tools[name], values))}}
+    return "", {"id": f"call_script_{step}", "type": "function", "function": {"name": name, "arguments": json.dumps(tool_args(tools[name], values))}}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -335,13 +405,16 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if call:
             message["tool_calls"] = [call]
-        return web.json_response({**base, "object": "chat.completion", "usage": usage,
-                                  "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+        return web.json_response(
+            {**base, "object": "chat.completion", "usage": usage, "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        )
     chunks: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     if text:
         chunks.append({"content": text})
     if call:
-        chunks.append({"tool_calls": [{"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        chunks.append(
+            {"tool_calls": [{"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]}
+        )
         chunks.append({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]})
     out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await out.prepare(request)

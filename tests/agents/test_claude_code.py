@@ -36,12 +36,31 @@ outputs of about 2,000 tokens reach the archive tier."""
 
 
 async def run_claude(proxy_url: str, workdir: Path, home: Path) -> tuple[int, str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_BASE_URL": proxy_url, "ANTHROPIC_API_KEY": "sk-ant-agents-suite",
-           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "IS_SANDBOX": "1", "NO_COLOR": "1"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": proxy_url,
+        "ANTHROPIC_API_KEY": "sk-ant-agents-suite",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "IS_SANDBOX": "1",
+        "NO_COLOR": "1",
+    }
     proc = await asyncio.create_subprocess_exec(
-        str(CLAUDE), "-p", REQUEST, "--model", "claude-sonnet-4-5", "--allowedTools", "Bash,Read,Task,Agent",
-        cwd=workdir, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        str(CLAUDE),
+        "-p",
+        REQUEST,
+        "--model",
+        "claude-sonnet-4-5",
+        "--allowedTools",
+        "Bash,Read,Task,Agent",
+        cwd=workdir,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
     except TimeoutError:

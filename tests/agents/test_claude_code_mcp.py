@@ -36,15 +36,35 @@ async def test_claude_code_gets_an_original_back_through_ruyis_recall_tool(aioht
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_BASE_URL": base_url(proxy), "ANTHROPIC_API_KEY": "sk-ant-agents-suite",
-           "ANTHROPIC_CUSTOM_HEADERS": "X-Ruyi-Agent: claude", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1", "NO_COLOR": "1",
-           "ENABLE_TOOL_SEARCH": "false",  # MCP tools in the request itself, not deferred behind ToolSearch
-           "MCP_CONNECTION_NONBLOCKING": "0"}  # connect to Ruyi's MCP server before the first request
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url(proxy),
+        "ANTHROPIC_API_KEY": "sk-ant-agents-suite",
+        "ANTHROPIC_CUSTOM_HEADERS": "X-Ruyi-Agent: claude",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "IS_SANDBOX": "1",
+        "NO_COLOR": "1",
+        "ENABLE_TOOL_SEARCH": "false",  # MCP tools in the request itself, not deferred behind ToolSearch
+        "MCP_CONNECTION_NONBLOCKING": "0",
+    }  # connect to Ruyi's MCP server before the first request
     proc = await asyncio.create_subprocess_exec(
-        str(CLAUDE), "-p", "Print 5000 numbers, then check what Ruyi kept of them.", "--model", "claude-sonnet-4-5",
-        "--mcp-config", json.dumps(mcp), "--allowedTools", f"Bash,{RECALL_TOOL}",
-        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        str(CLAUDE),
+        "-p",
+        "Print 5000 numbers, then check what Ruyi kept of them.",
+        "--model",
+        "claude-sonnet-4-5",
+        "--mcp-config",
+        json.dumps(mcp),
+        "--allowedTools",
+        f"Bash,{RECALL_TOOL}",
+        cwd=work,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 180)
     except TimeoutError:

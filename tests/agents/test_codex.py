@@ -42,11 +42,25 @@ wire_api = "responses"
 async def run_codex(proxy_url: str, workdir: Path, home: Path) -> tuple[int, str]:
     (home / ".codex").mkdir(parents=True)
     (home / ".codex" / "config.toml").write_text(CONFIG.format(url=proxy_url))
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "RUYI_AGENTS_KEY": "sk-agents-suite",
-           "NO_COLOR": "1", "RUST_LOG": "error"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "RUYI_AGENTS_KEY": "sk-agents-suite",
+        "NO_COLOR": "1",
+        "RUST_LOG": "error",
+    }
     proc = await asyncio.create_subprocess_exec(
-        str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", REQUEST,
-        cwd=workdir, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        str(CODEX),
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        REQUEST,
+        cwd=workdir,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
     except TimeoutError:
@@ -62,8 +76,9 @@ async def codex_run(aiohttp_server: Any, tmp_path: Path, request: Any) -> dict[s
     scripted = Scripted(mode="codex")
     model = await aiohttp_server(scripted_app(scripted))
     route = {"translate": True} if request.param == "chat-only" else {}
-    cfg = config_for(base_url(model) + "/v1", "openai", window={"models": {"gpt-5*": 16000}}, store={"data_dir": str(tmp_path / "ruyi")},
-                     default_route=route)
+    cfg = config_for(
+        base_url(model) + "/v1", "openai", window={"models": {"gpt-5*": 16000}}, store={"data_dir": str(tmp_path / "ruyi")}, default_route=route
+    )
     app: web.Application = make_app(cfg, default_steps(cfg), probe_upstream=False)
     proxy = await aiohttp_server(app, **server_options(cfg))
     work, home = tmp_path / "work", tmp_path / "home"
@@ -77,8 +92,14 @@ async def codex_run(aiohttp_server: Any, tmp_path: Path, request: Any) -> dict[s
         for agent in agents:
             async with http.get(base_url(proxy) + "/ruyi/v1/sessions", headers={"X-Ruyi-Agent": agent["agent_id"]}) as resp:
                 sessions += (await resp.json())["sessions"]
-    return {"code": code, "output": output, "scripted": scripted, "sessions": sessions, "chat": request.param == "chat-only",
-            "codex_ids": codex_ids(home)}
+    return {
+        "code": code,
+        "output": output,
+        "scripted": scripted,
+        "sessions": sessions,
+        "chat": request.param == "chat-only",
+        "codex_ids": codex_ids(home),
+    }
 
 
 def codex_ids(home: Path) -> list[str]:

@@ -21,23 +21,45 @@ pytestmark = [
 REQUEST = "Print the numbers with seq as told, ask a sub-agent to count the lines of notes.txt, then say you are done."
 MODEL = "qwen3-coder-plus"
 WINDOW = 22_000
-QUIET = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_AUTOCOMPACT": "1", "OPENCODE_DISABLE_SHARE": "1"}
+QUIET = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_AUTOCOMPACT": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+}
 """No update check, no models.dev fetch, no plugin or LSP download: nothing but 127.0.0.1 is reached."""
 
 
 def config(url: str, window: int = WINDOW) -> dict[str, Any]:
-    return {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled", "model": f"ruyi/{MODEL}",
-            "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
-            "provider": {"ruyi": {"npm": "@ai-sdk/openai-compatible", "name": "Ruyi",
-                                  "options": {"baseURL": url, "apiKey": "sk-agents-suite"},
-                                  "models": {MODEL: {"name": "Qwen3 Coder", "tool_call": True, "limit": {"context": window, "output": 4000}}}}}}
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"ruyi/{MODEL}",
+        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        "provider": {
+            "ruyi": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Ruyi",
+                "options": {"baseURL": url, "apiKey": "sk-agents-suite"},
+                "models": {MODEL: {"name": "Qwen3 Coder", "tool_call": True, "limit": {"context": window, "output": 4000}}},
+            }
+        },
+    }
 
 
 async def run_opencode(url: str, work: Path, home: Path, window: int = WINDOW) -> tuple[int, str]:
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local/state"),
-           "OPENCODE_CONFIG_CONTENT": json.dumps(config(url, window)), **QUIET}
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config(url, window)),
+        **QUIET,
+    }
     return await harness.run_agent([str(OPENCODE), "run", "-m", f"ruyi/{MODEL}", REQUEST], work, env)
 
 

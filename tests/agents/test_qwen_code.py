@@ -21,8 +21,12 @@ pytestmark = [
 REQUEST = "Print the numbers with seq as told, ask a sub-agent to count the lines of notes.txt, then say you are done."
 MODEL = "qwen3-coder-plus"
 WINDOW = 32_000
-SETTINGS = {"general": {"enableAutoUpdate": False, "checkpointing": {"enabled": False}}, "privacy": {"usageStatisticsEnabled": False},
-            "telemetry": {"enabled": False}, "security": {"auth": {"selectedType": "openai"}}}
+SETTINGS = {
+    "general": {"enableAutoUpdate": False, "checkpointing": {"enabled": False}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "security": {"auth": {"selectedType": "openai"}},
+}
 """Qwen Code's settings (v2 layout, bundled docs/configuration/settings.md): no update check, no usage statistics, no
 telemetry, the OpenAI-compatible auth that reads OPENAI_BASE_URL / OPENAI_API_KEY."""
 

@@ -29,10 +29,13 @@ def test_a_recorded_session_expands_into_valid_bodies(name: str) -> None:
             assert chat_problems(body) == []
         else:
             items = [i for i in body["input"] if isinstance(i, dict)]
-            assert {i["call_id"] for i in items if i.get("type") == "function_call"} == \
-                {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+            assert {i["call_id"] for i in items if i.get("type") == "function_call"} == {
+                i["call_id"] for i in items if i.get("type") == "function_call_output"
+            }
     main = [b for b in bodies if is_main(b)]
-    assert len(main) >= (LONG[doc["agent"]]["steps"] if name.endswith(".gz") else 8) and all("Print the numbers with seq" in json.dumps(b) for b in main)
+    assert len(main) >= (LONG[doc["agent"]]["steps"] if name.endswith(".gz") else 8) and all(
+        "Print the numbers with seq" in json.dumps(b) for b in main
+    )
     assert not any(h.keys() & {"authorization", "x-api-key"} for h in doc["headers"])
 
 

@@ -8,8 +8,13 @@ import aiohttp
 
 from tests.conftest import MakeProxy, base_url
 
-FIELDS = {"alternatives": "Postgres", "why": "nothing to install", "impact": "memory/store", "verification": "pytest tests/memory",
-          "rollback": "store.backend: memory"}
+FIELDS = {
+    "alternatives": "Postgres",
+    "why": "nothing to install",
+    "impact": "memory/store",
+    "verification": "pytest tests/memory",
+    "rollback": "store.backend: memory",
+}
 
 
 async def call(http: aiohttp.ClientSession, method: str, url: str, agent: str = "alpha", **kw: Any) -> tuple[int, Any]:
@@ -25,7 +30,11 @@ async def test_an_anchor_is_made_read_patched_exported_and_deleted(make_proxy: M
         status, made = await call(http, "POST", url, json={"type": "D", "title": "Use SQLite for the default store", "fields": FIELDS})
         assert status == 201 and made["id"] == "D001" and made["anchor"]["status"] == "active"
         status, pending = await call(http, "POST", url, json={"type": "C", "title": "Redact everything written", "status": "pending"})
-        assert status == 201 and pending["id"] == "C001" and pending["anchor"]["missing"] == ["alternatives", "why", "impact", "verification", "rollback"]
+        assert (
+            status == 201
+            and pending["id"] == "C001"
+            and pending["anchor"]["missing"] == ["alternatives", "why", "impact", "verification", "rollback"]
+        )
         status, listed = await call(http, "GET", url + "?status=pending")
         assert [a["id"] for a in listed["anchors"]] == ["C001"]
         status, one = await call(http, "GET", url + "/D001")

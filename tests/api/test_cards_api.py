@@ -32,8 +32,10 @@ def projects(tmp_path: Path) -> dict[str, Any]:
     write(a / ".ruyi" / "knowledge-cards" / "broken.md", "---\ntitle: [oops\n---\n")
     write(b / ".ruyi" / "knowledge-cards" / "b.md", "---\ntitle: SQLite for B\n---\nB only.\n")
     write(tmp_path / "global" / "g.md", "---\ntitle: Storage basics\ntags: [storage]\n---\nFor everyone.\n")
-    return {"cards": {"global_dir": str(tmp_path / "global"), "recheck_seconds": 0},
-            "agents": {"alpha": {"workspace_root": str(a)}, "beta": {"workspace_root": str(b), "global_cards": False}}}
+    return {
+        "cards": {"global_dir": str(tmp_path / "global"), "recheck_seconds": 0},
+        "agents": {"alpha": {"workspace_root": str(a)}, "beta": {"workspace_root": str(b), "global_cards": False}},
+    }
 
 
 async def test_search_finds_the_agents_own_cards_first_and_names_skipped_files(make_proxy: MakeProxy, tmp_path: Path) -> None:

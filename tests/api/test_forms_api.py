@@ -13,13 +13,23 @@ from tests.rewrite.test_pruning import post
 
 
 def work(task: str) -> list[dict]:
-    edit = {"id": "c2", "type": "function", "function": {"name": "str_replace_editor",
-                                                          "arguments": json.dumps({"command": "str_replace", "path": "/repo/app.py", "old_str": "a", "new_str": "b"})}}
+    edit = {
+        "id": "c2",
+        "type": "function",
+        "function": {
+            "name": "str_replace_editor",
+            "arguments": json.dumps({"command": "str_replace", "path": "/repo/app.py", "old_str": "a", "new_str": "b"}),
+        },
+    }
     run = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "python -m pytest tests"})}}
-    return [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": task},
-            {"role": "assistant", "content": "Running the tests.", "tool_calls": [run]},
-            {"role": "tool", "tool_call_id": "c1", "content": "Traceback (most recent call last):\nZeroDivisionError: division by zero"},
-            {"role": "assistant", "content": "Fixing app.py.", "tool_calls": [edit]}, {"role": "tool", "tool_call_id": "c2", "content": "done"}]
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": "Running the tests.", "tool_calls": [run]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Traceback (most recent call last):\nZeroDivisionError: division by zero"},
+        {"role": "assistant", "content": "Fixing app.py.", "tool_calls": [edit]},
+        {"role": "tool", "tool_call_id": "c2", "content": "done"},
+    ]
 
 
 async def test_the_three_forms_of_a_session(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
@@ -28,8 +38,16 @@ async def test_the_three_forms_of_a_session(make_proxy: MakeProxy, fake: FakeUps
     sid = (await post(proxy, work("Fix the failing tests in app.py"), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
     url = base_url(proxy) + f"/ruyi/v1/sessions/{sid}/forms/"
     async with aiohttp.ClientSession() as http:
-        await call(http, "POST", base_url(proxy) + "/ruyi/v1/anchors", agent="a", json={"type": "D", "title": "Guard divisions in app.py", "fields": FIELDS})
-        await call(http, "POST", base_url(proxy) + "/ruyi/v1/anchors", agent="a", json={"type": "C", "title": "Tests must pass before merge", "status": "pending"})
+        await call(
+            http, "POST", base_url(proxy) + "/ruyi/v1/anchors", agent="a", json={"type": "D", "title": "Guard divisions in app.py", "fields": FIELDS}
+        )
+        await call(
+            http,
+            "POST",
+            base_url(proxy) + "/ruyi/v1/anchors",
+            agent="a",
+            json={"type": "C", "title": "Tests must pass before merge", "status": "pending"},
+        )
         await call(http, "POST", base_url(proxy) + "/ruyi/v1/notebook/user", agent="a", json={"text": "prefers small diffs"})
         status, compact = await call(http, "GET", url + "compact", agent="a")
         assert status == 200 and compact["chars"] < 500
@@ -48,4 +66,6 @@ async def test_a_chinese_conversation_gets_the_chinese_templates(make_proxy: Mak
     sid = (await post(proxy, work("修复 app.py 中失败的测试"), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
     async with aiohttp.ClientSession() as http:
         status, compact = await call(http, "GET", base_url(proxy) + f"/ruyi/v1/sessions/{sid}/forms/compact", agent="a")
-    assert compact["text"].startswith("## 🔸 缩形态上下文") and "【任务】修复 app.py 中失败的测试" in compact["text"] and "【已决策】" in compact["text"]
+    assert (
+        compact["text"].startswith("## 🔸 缩形态上下文") and "【任务】修复 app.py 中失败的测试" in compact["text"] and "【已决策】" in compact["text"]
+    )

@@ -61,7 +61,10 @@ async def test_a_full_section_is_pending_and_compaction_falls_back_deterministic
         status, nb = await call(http, "POST", url + "/compact")
         assert status == 200 and nb["how"] == "fallback" and nb["pending"] is False
         assert [e["text"] for e in nb["sections"]["history"]["entries"]] == [
-            "earlier: milestone 1; milestone 2; milestone 3; milestone 4", "milestone 0 per [D001]", *(f"milestone {i}" for i in range(5, 10))]
+            "earlier: milestone 1; milestone 2; milestone 3; milestone 4",
+            "milestone 0 per [D001]",
+            *(f"milestone {i}" for i in range(5, 10)),
+        ]
         status, back = await call(http, "POST", url + f"/rollback/{nb['version'] - 1}")  # what it shortened: one version back
         assert status == 200 and [e["text"] for e in back["sections"]["history"]["entries"]][:2] == ["milestone 0 per [D001]", "milestone 1"]
 
@@ -80,8 +83,9 @@ def texts(nb: dict[str, Any], section: str) -> list[str]:
     return [e["text"] for e in nb["sections"][section]["entries"]]
 
 
-async def test_a_sub_agents_writes_are_its_own_and_never_change_its_agents_notebook(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                                     data_dir: Path) -> None:
+async def test_a_sub_agents_writes_are_its_own_and_never_change_its_agents_notebook(
+    make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path
+) -> None:
     proxy = await make_proxy()
     parent = await start_parent(proxy, fake)  # agent a: a session whose answer made two Task calls
     kid = (await post(proxy, child(0), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]  # recognised from its prompt
@@ -123,8 +127,14 @@ async def test_x_ruyi_parent_makes_a_sessions_notebook_its_own_and_bad_addresses
     kid = (await post(proxy, child(0), headers={"X-Ruyi-Agent": "a"})).headers["X-Ruyi-Session"]
     url = base_url(proxy) + "/ruyi/v1/notebook"
     async with aiohttp.ClientSession() as http:
-        status, nb = await call(http, "POST", url + "/history", agent="a", headers={"X-Ruyi-Session": helper, "X-Ruyi-Parent": parent},
-                                json={"text": "the helper's own finding"})
+        status, nb = await call(
+            http,
+            "POST",
+            url + "/history",
+            agent="a",
+            headers={"X-Ruyi-Session": helper, "X-Ruyi-Parent": parent},
+            json={"text": "the helper's own finding"},
+        )
         assert status == 201 and nb["scope"] == "sub-agent" and nb["session_id"] == helper
         refusals = [
             ({"X-Ruyi-Parent": parent}, {}, 400, "session_required"),  # a sub-agent that names no session of its own

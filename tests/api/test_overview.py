@@ -10,8 +10,7 @@ import aiohttp
 
 from tests.conftest import MakeProxy, base_url
 
-KEYS = {"auth": {"keys": [{"key": "key-aaaa-0001", "agent": "alice"}, {"key": "key-bbbb-0002", "agent": "bob"}],
-                 "admin_key": "admin-key-0003"}}
+KEYS = {"auth": {"keys": [{"key": "key-aaaa-0001", "agent": "alice"}, {"key": "key-bbbb-0002", "agent": "bob"}], "admin_key": "admin-key-0003"}}
 
 
 async def chat(http: aiohttp.ClientSession, url: str, key: str, text: str) -> str:

@@ -70,8 +70,10 @@ def test_bad_values_name_file_key_and_expectation(tmp_path: Path, text: str, key
 
 def test_strategy_options_and_tools_from_yaml(tmp_path: Path) -> None:
     f = tmp_path / "ruyi.yaml"
-    f.write_text("pruning:\n  strategies:\n    enabled: [dedup]\n    truncation: {max_tool_output_tokens: 2000}\n"
-                 "  tools:\n    - {name: view_file, kind: read, path: [filename]}\n")
+    f.write_text(
+        "pruning:\n  strategies:\n    enabled: [dedup]\n    truncation: {max_tool_output_tokens: 2000}\n"
+        "  tools:\n    - {name: view_file, kind: read, path: [filename]}\n"
+    )
     cfg = load_config(f, {})
     assert cfg.pruning.strategies.enabled == ("dedup",)
     assert cfg.pruning.strategies.truncation.max_tool_output_tokens == 2000
@@ -102,8 +104,14 @@ def test_bad_environment_value_names_the_variable() -> None:
 
 def test_ruyi_names_that_are_not_config_are_ignored_not_fatal() -> None:
     """Only RUYI_<SECTION>__<KEY> and the shortcuts are config: RUYI_CLIENT_KEY (read by env:) and the like are not."""
-    env = {"RUYI_CLIENT_KEY": "abc", "RUYI_TRACE_DIR": "/traces", "RUYI_PORT": "9100", "RUYI_SERVER__HOST": "0.0.0.0",
-           "RUYI_CONFIG": "", "OTHER": "x"}
+    env = {
+        "RUYI_CLIENT_KEY": "abc",
+        "RUYI_TRACE_DIR": "/traces",
+        "RUYI_PORT": "9100",
+        "RUYI_SERVER__HOST": "0.0.0.0",
+        "RUYI_CONFIG": "",
+        "OTHER": "x",
+    }
     cfg = load_config(None, env)
     assert (cfg.server.port, cfg.server.host) == (9100, "0.0.0.0")
     assert ignored_variables(env) == ["RUYI_CLIENT_KEY", "RUYI_TRACE_DIR"]

@@ -9,8 +9,11 @@ from tests.conversation.agent_bodies import REQUEST, aider, claude_code_blocks, 
 from tests.longctx.sessions import turn
 
 
-@pytest.mark.parametrize("opening", [claude_code_blocks, claude_code_one_text, qwen_code, codex_chat, aider],
-                         ids=["claude-blocks", "claude-text", "qwen", "codex", "aider"])
+@pytest.mark.parametrize(
+    "opening",
+    [claude_code_blocks, claude_code_one_text, qwen_code, codex_chat, aider],
+    ids=["claude-blocks", "claude-text", "qwen", "codex", "aider"],
+)
 def test_the_task_is_the_request_and_the_head_keeps_every_preamble(opening) -> None:  # type: ignore[no-untyped-def]
     messages = opening() + turn(0) + turn(1)
     head = head_end(messages)
@@ -26,8 +29,11 @@ def test_a_message_of_reminders_only_is_a_preamble_and_one_with_words_is_not() -
 
 
 def test_a_demonstration_then_the_issue_is_all_task() -> None:
-    messages = [{"role": "system", "content": "SWE-agent"}, {"role": "user", "content": "Here is a demonstration: ..."},
-                {"role": "user", "content": "<pr_description>the parser crashes</pr_description>"}] + turn(0)
+    messages = [
+        {"role": "system", "content": "SWE-agent"},
+        {"role": "user", "content": "Here is a demonstration: ..."},
+        {"role": "user", "content": "<pr_description>the parser crashes</pr_description>"},
+    ] + turn(0)
     assert head_end(messages) == 3
 
 
@@ -39,6 +45,10 @@ def test_a_history_of_user_messages_only_has_the_first_request_as_task() -> None
 
 
 def test_a_later_instruction_is_told_apart_from_tool_results() -> None:
-    messages = qwen_code() + turn(0) + [{"role": "assistant", "content": "Done: three files."},
-                                        {"role": "user", "content": "Now also count the lines of each file."}] + turn(1)
+    messages = (
+        qwen_code()
+        + turn(0)
+        + [{"role": "assistant", "content": "Done: three files."}, {"role": "user", "content": "Now also count the lines of each file."}]
+        + turn(1)
+    )
     assert instructions(messages, head_end(messages)) == [len(qwen_code()) + 3]

@@ -16,26 +16,56 @@ from tests.anthropic_shape import breakpoints, problems
 BILLING = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;"
 THINKING = {"type": "thinking", "thinking": "I should read the file.", "signature": "EqQBCkYIARgCIkDsig"}
 SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "aiohttp"}}
-SEARCH_RESULT = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
-                 "content": [{"type": "web_search_result", "url": "https://docs.aiohttp.org", "title": "aiohttp", "encrypted_content": "Eu8B"}]}
+SEARCH_RESULT = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [{"type": "web_search_result", "url": "https://docs.aiohttp.org", "title": "aiohttp", "encrypted_content": "Eu8B"}],
+}
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 
 
 def body() -> dict[str, Any]:
     return {
-        "model": "claude-sonnet-4-5", "max_tokens": 1024,
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
         "system": [{"type": "text", "text": BILLING}, {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Read main.py"}, IMAGE]},
-            {"role": "assistant", "content": [THINKING, {"type": "text", "text": "Reading it."},
-                                              {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/w/main.py"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "print('hi')\n" * 50,
-                                          "cache_control": {"type": "ephemeral"}},
-                                         {"type": "text", "text": "<system-reminder>keep going</system-reminder>"}]},
-            {"role": "assistant", "content": [SEARCH, SEARCH_RESULT, {"type": "text", "text": "Found the docs."},
-                                              {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "pytest"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
-                                          "content": [{"type": "text", "text": "FAILED"}, {"type": "text", "text": "1 failed", "cache_control": {"type": "ephemeral"}}]}]},
+            {
+                "role": "assistant",
+                "content": [
+                    THINKING,
+                    {"type": "text", "text": "Reading it."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/w/main.py"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print('hi')\n" * 50, "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": "<system-reminder>keep going</system-reminder>"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    SEARCH,
+                    SEARCH_RESULT,
+                    {"type": "text", "text": "Found the docs."},
+                    {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "pytest"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_2",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": "FAILED"}, {"type": "text", "text": "1 failed", "cache_control": {"type": "ephemeral"}}],
+                    }
+                ],
+            },
             {"role": "assistant", "content": "All done."},
             {"role": "user", "content": "thanks", "future_field": {"x": 1}},
         ],
@@ -51,7 +81,9 @@ def test_the_canonical_form_carries_every_block() -> None:
     assert messages[0]["content"] == [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]  # no billing line
     assert messages[1]["content"] == [{"type": "text", "text": "Read main.py"}, IMAGE]
     assert messages[2]["content"] == [THINKING, {"type": "text", "text": "Reading it."}]
-    assert messages[2]["tool_calls"] == [{"id": "toolu_1", "type": "function", "function": {"name": "Read", "arguments": '{"file_path": "/w/main.py"}'}}]
+    assert messages[2]["tool_calls"] == [
+        {"id": "toolu_1", "type": "function", "function": {"name": "Read", "arguments": '{"file_path": "/w/main.py"}'}}
+    ]
     assert messages[3]["tool_call_id"] == "toolu_1" and messages[3]["content"].startswith("print")
     assert messages[5]["content"][:2] == [SEARCH, SEARCH_RESULT]  # the server tool and its result, together, in order
     assert messages[6]["is_error"] is True
@@ -73,8 +105,9 @@ def rewritten(replacements: list[Replacement]) -> tuple[dict[str, Any], dict[str
 
 
 def replacement(index: int, text: str, target: str = CONTENT) -> Replacement:
-    return Replacement(index=index, target=target, new_text=text, original="", tokens_before=10, tokens_after=1, ref_id="r",
-                       strategy="test", reason="test")
+    return Replacement(
+        index=index, target=target, new_text=text, original="", tokens_before=10, tokens_after=1, ref_id="r", strategy="test", reason="test"
+    )
 
 
 def test_a_replaced_tool_result_keeps_its_block_keys_and_everything_else_is_untouched() -> None:
@@ -122,7 +155,9 @@ def test_a_changed_number_of_messages_is_refused() -> None:
         ANTHROPIC_MESSAGES.with_messages(original, before, before[:-1])
 
 
-@pytest.mark.parametrize("system", [BILLING + "\nYou are Claude Code.", [{"type": "text", "text": BILLING}, {"type": "text", "text": "You are Claude Code."}]])
+@pytest.mark.parametrize(
+    "system", [BILLING + "\nYou are Claude Code.", [{"type": "text", "text": BILLING}, {"type": "text", "text": "You are Claude Code."}]]
+)
 def test_the_billing_line_is_not_part_of_the_canonical_form(system: Any) -> None:
     one = {"model": "claude-x", "system": system, "messages": [{"role": "user", "content": "hi"}]}
     other = json.loads(json.dumps(one).replace("cch=fa690", "cch=0aaa9").replace("0d9", "76b"))
@@ -143,7 +178,10 @@ def sse(events: list[dict[str, Any]]) -> bytes:
 
 def test_the_assembler_reads_the_event_sequence() -> None:
     events = [
-        {"type": "message_start", "message": {"usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {"usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 1}},
+        },
         {"type": "ping"},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
@@ -156,8 +194,12 @@ def test_the_assembler_reads_the_event_sequence() -> None:
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"file_'}},
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": 'path": "a.py"}'}},
         {"type": "content_block_stop", "index": 2},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 30},
-         "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 3, "cleared_input_tokens": 4000}]}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 30},
+            "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 3, "cleared_input_tokens": 4000}]},
+        },
         {"type": "message_stop"},
     ]
     asm = AnthropicAssembler()
@@ -177,14 +219,28 @@ def test_the_assembler_reads_an_error_event_and_a_whole_message() -> None:
     asm.feed_lines(sse([{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]))
     assert asm.result.error == {"type": "overloaded_error", "message": "Overloaded"}
     whole = AnthropicAssembler()
-    whole.feed_object({"type": "message", "content": [THINKING, {"type": "text", "text": "Hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3}})
+    whole.feed_object(
+        {"type": "message", "content": [THINKING, {"type": "text", "text": "Hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3}}
+    )
     assert whole.result.content == "Hi" and whole.result.usage == {"input_tokens": 3}
 
 
-@pytest.mark.parametrize(("status", "kind"), [(400, "invalid_request_error"), (401, "authentication_error"), (403, "permission_error"),
-                                              (404, "not_found_error"), (413, "request_too_large"), (429, "rate_limit_error"),
-                                              (500, "api_error"), (502, "api_error"), (503, "overloaded_error"), (529, "overloaded_error"),
-                                              (431, "invalid_request_error")])
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, "invalid_request_error"),
+        (401, "authentication_error"),
+        (403, "permission_error"),
+        (404, "not_found_error"),
+        (413, "request_too_large"),
+        (429, "rate_limit_error"),
+        (500, "api_error"),
+        (502, "api_error"),
+        (503, "overloaded_error"),
+        (529, "overloaded_error"),
+        (431, "invalid_request_error"),
+    ],
+)
 def test_errors_have_anthropics_shape(status: int, kind: str) -> None:
     assert error_body(status, "x", "what happened") == {"type": "error", "error": {"type": kind, "message": "what happened"}}
 
@@ -198,11 +254,14 @@ def test_an_archive_drops_whole_block_groups_and_appends_its_block_after_the_las
     before = ANTHROPIC_MESSAGES.to_canonical(sent)
     assert before is not None
     positions = [0, 1, 5, 6, 7, 8]  # the first tool turn (thinking, tool_use, its result, the reminder) archived
-    after = [with_block(before[0], "<ruyi-archive n=\"1\">summary</ruyi-archive>"), *(before[p] for p in positions[1:-1]),
-             with_recall(before[8], "<ruyi-recall>chunk</ruyi-recall>")]
+    after = [
+        with_block(before[0], '<ruyi-archive n="1">summary</ruyi-archive>'),
+        *(before[p] for p in positions[1:-1]),
+        with_recall(before[8], "<ruyi-recall>chunk</ruyi-recall>"),
+    ]
     out = ANTHROPIC_MESSAGES.with_messages(sent, before, after, positions)
     assert sent == original and not problems(out), problems(out)
-    assert out["system"][:2] == original["system"] and out["system"][2] == {"type": "text", "text": "<ruyi-archive n=\"1\">summary</ruyi-archive>"}
+    assert out["system"][:2] == original["system"] and out["system"][2] == {"type": "text", "text": '<ruyi-archive n="1">summary</ruyi-archive>'}
     assert breakpoints(out) == ["system[1]", "messages[2].content[0].content[1]"]  # none added; the removed one went with its block
     assert out["messages"][:4] == [original["messages"][0], *original["messages"][3:6]]  # kept messages byte-identical
     assert out["messages"][4] == {**original["messages"][6], "content": "thanks\n\n<ruyi-recall>chunk</ruyi-recall>"}

@@ -25,7 +25,11 @@ def replace(messages: list[dict[str, Any]], index: int, text: str) -> list[dict[
 def test_non_text_parts_stay_in_place_and_a_replaced_text_part_keeps_its_keys() -> None:
     output = [{"type": "text", "text": "x" * 5000, "cache_control": {"type": "ephemeral"}}, IMAGE, SERVER_TOOL]
     messages = [
-        {"role": "assistant", "content": [THINKING], "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": [THINKING],
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": output},
     ]
     before = copy.deepcopy(messages)
@@ -50,7 +54,12 @@ def test_openai_bodies_change_only_their_messages() -> None:
 def test_ollama_native_fields_go_back_untouched_on_the_clients_own_message() -> None:
     native = [
         {"role": "user", "content": "what is in this picture?", "images": ["iVBORw0KGgo="]},
-        {"role": "assistant", "content": "", "thinking": "I should read it", "tool_calls": [{"function": {"name": "read", "arguments": {"path": "a.py"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "thinking": "I should read it",
+            "tool_calls": [{"function": {"name": "read", "arguments": {"path": "a.py"}}}],
+        },
         {"role": "tool", "content": "y" * 3000, "tool_name": "read"},
         {"role": "user", "content": "thanks", "images": ["R0lGODlh"]},
     ]

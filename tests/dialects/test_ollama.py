@@ -9,7 +9,12 @@ import ollama
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 
-TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "read_file", "description": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    }
+]
 
 
 async def test_chat_streams_ndjson(make_proxy: MakeProxy, fake: FakeUpstream) -> None:

@@ -42,9 +42,7 @@ async def test_sync_client_streaming(make_proxy: MakeProxy, fake: FakeUpstream) 
 async def test_async_streaming_with_usage_and_tool_calls(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy()
     client = openai.AsyncOpenAI(base_url=base_url(proxy) + "/v1", api_key="k")
-    stream = await client.chat.completions.create(
-        model="gpt-4o", messages=MESSAGES, tools=TOOLS, stream=True, stream_options={"include_usage": True}
-    )
+    stream = await client.chat.completions.create(model="gpt-4o", messages=MESSAGES, tools=TOOLS, stream=True, stream_options={"include_usage": True})
     args, names, usage = "", "", None
     async for chunk in stream:
         if chunk.usage:

@@ -10,14 +10,17 @@ from typing import Any
 from proxy.dialects.responses import RESPONSES, ResponsesAssembler, convert
 
 BODY: dict[str, Any] = {
-    "model": "gpt-5-codex", "instructions": "You are Codex.", "stream": True, "prompt_cache_key": "sess-1",
+    "model": "gpt-5-codex",
+    "instructions": "You are Codex.",
+    "stream": True,
+    "prompt_cache_key": "sess-1",
     "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
     "input": [
         {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>sandboxed</permissions>"}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd=/repo</environment_context>"}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the failing test."}]},
         {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-opaque"},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "shell", "arguments": "{\"command\": [\"pytest\"]}"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "shell", "arguments": '{"command": ["pytest"]}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "FAILED test_x\n" + "log line\n" * 50},
         {"type": "message", "role": "assistant", "id": "msg_1", "content": [{"type": "output_text", "text": "Looking at it."}]},
         {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "apply_patch", "input": "*** Begin Patch"},
@@ -52,11 +55,11 @@ def test_a_change_is_written_onto_a_copy_of_its_item() -> None:
     assert before is not None
     after = list(before)
     after[5] = {**before[5], "content": "[ruyi: older output replaced]"}
-    calls = [{**before[4]["tool_calls"][0], "function": {"name": "shell", "arguments": "{\"command\": \"[ruyi: …]\"}"}}]
+    calls = [{**before[4]["tool_calls"][0], "function": {"name": "shell", "arguments": '{"command": "[ruyi: …]"}'}}]
     after[4] = {**before[4], "tool_calls": calls}
     out = RESPONSES.with_messages(BODY, before, after)
     assert out["input"][5] == {"type": "function_call_output", "call_id": "call_1", "output": "[ruyi: older output replaced]"}
-    assert out["input"][4]["arguments"] == "{\"command\": \"[ruyi: …]\"}" and out["input"][4]["id"] == "fc_1"
+    assert out["input"][4]["arguments"] == '{"command": "[ruyi: …]"}' and out["input"][4]["id"] == "fc_1"
     assert out["input"][3] is BODY["input"][3] and out["input"][0] is BODY["input"][0]
     assert BODY["input"][5]["output"].startswith("FAILED")  # the client's body untouched
 
@@ -82,9 +85,15 @@ def test_a_chained_body_is_left_alone() -> None:
 
 def test_the_assembler_reads_events_and_whole_objects() -> None:
     asm = ResponsesAssembler()
-    events = [{"type": "response.output_text.delta", "delta": "Hel"}, {"type": "response.output_text.delta", "delta": "lo"},
-              {"type": "response.output_item.done", "item": {"type": "function_call", "call_id": "c9", "name": "shell", "arguments": "{}"}},
-              {"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 100}}}}]
+    events = [
+        {"type": "response.output_text.delta", "delta": "Hel"},
+        {"type": "response.output_text.delta", "delta": "lo"},
+        {"type": "response.output_item.done", "item": {"type": "function_call", "call_id": "c9", "name": "shell", "arguments": "{}"}},
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 100}}},
+        },
+    ]
     asm.feed_lines(b"".join(b"event: x\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events))
     assert asm.result.content == "Hello" and asm.result.tool_calls[0]["id"] == "c9" and asm.result.done
     assert asm.result.usage["input_tokens_details"]["cached_tokens"] == 100

@@ -29,8 +29,9 @@ async def test_each_chain_is_one_session_measured_by_the_providers_usage(make_pr
     client = openai.AsyncOpenAI(base_url=base_url(proxy) + "/v1", api_key="sk-test", max_retries=0)
 
     async def turn(previous: str, n: int) -> tuple[str, str, int]:
-        raw = await client.responses.with_raw_response.create(model="gpt-5-codex", store=True, previous_response_id=previous,
-                                                              input=[{"role": "user", "content": f"{n}: {QUESTION}"}])
+        raw = await client.responses.with_raw_response.create(
+            model="gpt-5-codex", store=True, previous_response_id=previous, input=[{"role": "user", "content": f"{n}: {QUESTION}"}]
+        )
         answer = raw.parse()
         sent = fake.last("/v1/responses").json
         assert sent["previous_response_id"] == previous and len(sent["input"]) == 1  # forwarded as sent: the chain unbroken

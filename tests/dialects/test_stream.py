@@ -40,7 +40,9 @@ async def test_openai_stream_with_tool_call_and_usage(upstream: TestServer, fake
     for seed in range(20):
         relayed, result = reassemble("openai", raw, seed)
         assert relayed == raw  # nothing added, dropped or re-encoded
-        assert result.tool_calls == [{"id": "call_fake_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}}]  # type: ignore[attr-defined]
+        assert result.tool_calls == [  # type: ignore[attr-defined]
+            {"id": "call_fake_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}}
+        ]
         assert result.usage["prompt_tokens"] > 0 and result.done and result.finish_reason == "tool_calls"  # type: ignore[attr-defined]
 
 

@@ -38,7 +38,8 @@ async def raw_stream_then_close(proxy: TestServer, n: int) -> str:
 async def openai_stream_then_close(client: openai.AsyncOpenAI, n: int) -> str:
     """The official client, its raw stream read to the final event and closed at once."""
     async with client.chat.completions.with_streaming_response.create(
-            model="gpt-4o", stream=True, messages=body(n)["messages"], extra_headers={"X-Request-Id": f"openai-{n}"}) as resp:
+        model="gpt-4o", stream=True, messages=body(n)["messages"], extra_headers={"X-Request-Id": f"openai-{n}"}
+    ) as resp:
         async for line in resp.iter_lines():
             if line.strip() == "data: [DONE]":
                 break

@@ -41,8 +41,13 @@ async def sessions_of(proxy: TestServer, agent: str) -> list[dict[str, Any]]:
 async def test_sync_client_is_answered_and_its_bytes_and_headers_go_through_unchanged(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("anthropic")
     sync, _ = clients(proxy)
-    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello"}],
-                                                 extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"})
+    raw = await asyncio.to_thread(
+        sync.messages.with_raw_response.create,
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": "Hello"}],
+        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+    )
     message = raw.parse()
     assert message.content[0].text == fake.reply  # type: ignore[union-attr]
     assert raw.headers["X-Ruyi-Session"] and raw.headers["X-Ruyi-Window"] == "200000"  # litellm's map for claude-*
@@ -77,8 +82,10 @@ async def test_a_tool_use_round_trip_with_thinking_blocks_stays_one_session(make
     assert [b.type for b in first.content] == ["thinking", "tool_use"]
     assert first.content[0].signature == SIGNATURE  # type: ignore[union-attr]
     use = first.content[1]
-    history += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "# Ruyi\n"}]}]  # type: ignore[union-attr]
+    history += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "# Ruyi\n"}]},  # type: ignore[union-attr]
+    ]
     second = await client.messages.create(model=MODEL, max_tokens=2048, thinking=thinking, tools=[READ], messages=history)
     assert second.content[-1].text == fake.reply  # type: ignore[union-attr]
     forwarded = json.loads(sent(fake)[-1].body)
@@ -91,7 +98,10 @@ async def test_a_tool_use_round_trip_with_thinking_blocks_stays_one_session(make
 async def test_an_image_goes_through_untouched_and_is_counted(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("anthropic")
     sync, _ = clients(proxy)
-    content: Any = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}, {"type": "text", "text": "What is this?"}]
+    content: Any = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {"type": "text", "text": "What is this?"},
+    ]
     raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=50, messages=[{"role": "user", "content": content}])
     assert json.loads(sent(fake)[-1].body)["messages"][0]["content"] == content
     assert int(raw.headers["X-Ruyi-Tokens-Before"]) > 500  # an image costs far more than its few base64 characters
@@ -105,7 +115,9 @@ async def test_count_tokens_asks_anthropic_and_estimates_elsewhere(make_proxy: M
     assert raw.parse().input_tokens == 1234 and raw.headers["X-Ruyi-Token-Count"] == "upstream"
     other = await make_proxy("openai")
     local, _ = clients(other)
-    raw = await asyncio.to_thread(local.messages.with_raw_response.count_tokens, model=MODEL, messages=[{"role": "user", "content": "Hello there"}], system="Be brief.")
+    raw = await asyncio.to_thread(
+        local.messages.with_raw_response.count_tokens, model=MODEL, messages=[{"role": "user", "content": "Hello there"}], system="Be brief."
+    )
     assert 5 < raw.parse().input_tokens < 100 and raw.headers["X-Ruyi-Token-Count"] == "estimate"
 
 
@@ -146,7 +158,10 @@ async def test_the_billing_line_neither_splits_a_session_nor_is_changed_for_anth
     sync, _ = clients(proxy)
     history: list[Any] = [{"role": "user", "content": "Fix the bug"}]
     for n, (v, c) in enumerate([("0d9", "fa690"), ("76b", "36ee5"), ("f51", "0aaa9")]):
-        system: Any = [{"type": "text", "text": BILLING.format(v=v, c=c)}, {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]
+        system: Any = [
+            {"type": "text", "text": BILLING.format(v=v, c=c)},
+            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+        ]
         await asyncio.to_thread(sync.messages.create, model=MODEL, max_tokens=10, system=system, messages=history)
         assert json.loads(sent(fake)[-1].body)["system"] == system  # forwarded as the client sent it
         history += [{"role": "assistant", "content": fake.reply}, {"role": "user", "content": f"and step {n}"}]
@@ -159,8 +174,13 @@ async def test_the_billing_line_neither_splits_a_session_nor_is_changed_for_anth
 async def test_context_1m_beta_raises_the_window(make_proxy: MakeProxy) -> None:
     proxy = await make_proxy("anthropic")
     sync, _ = clients(proxy)
-    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
-                                                 extra_headers={"anthropic-beta": "fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07"})
+    raw = await asyncio.to_thread(
+        sync.messages.with_raw_response.create,
+        model=MODEL,
+        max_tokens=10,
+        messages=[{"role": "user", "content": "x"}],
+        extra_headers={"anthropic-beta": "fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07"},
+    )
     assert raw.headers["X-Ruyi-Window"] == "1000000" and raw.headers["X-Ruyi-Window-Source"] == "anthropic_beta"
 
 
@@ -168,8 +188,13 @@ async def test_a_configured_window_wins_over_the_context_1m_header(make_proxy: M
     """Issue 21: Claude Code sends the beta for its default model; window.models says what the person wants."""
     proxy = await make_proxy("anthropic", window={"models": {"claude-*": 100000}})
     sync, _ = clients(proxy)
-    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
-                                                 extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+    raw = await asyncio.to_thread(
+        sync.messages.with_raw_response.create,
+        model=MODEL,
+        max_tokens=10,
+        messages=[{"role": "user", "content": "x"}],
+        extra_headers={"anthropic-beta": "context-1m-2025-08-07"},
+    )
     assert raw.headers["X-Ruyi-Window"] == "100000" and raw.headers["X-Ruyi-Window-Source"] == "config"
 
 
@@ -177,10 +202,19 @@ async def test_context_management_is_forwarded_untouched_and_its_clearing_is_cou
     fake.cleared_input_tokens = 300
     proxy = await make_proxy("anthropic")
     sync, _ = clients(proxy)
-    management = {"edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000}, "keep": {"type": "tool_uses", "value": 3}}]}
+    management = {
+        "edits": [
+            {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000}, "keep": {"type": "tool_uses", "value": 3}}
+        ]
+    }
     long = "Please consider this. " * 400
-    raw = await asyncio.to_thread(sync.messages.with_raw_response.create, model=MODEL, max_tokens=10, messages=[{"role": "user", "content": long}],
-                                                 extra_body={"context_management": management})
+    raw = await asyncio.to_thread(
+        sync.messages.with_raw_response.create,
+        model=MODEL,
+        max_tokens=10,
+        messages=[{"role": "user", "content": long}],
+        extra_body={"context_management": management},
+    )
     assert json.loads(sent(fake)[-1].body)["context_management"] == management
     (session,) = await sessions_of(proxy, "claude")
     async with aiohttp.ClientSession() as http:
@@ -194,9 +228,11 @@ async def test_context_management_is_forwarded_untouched_and_its_clearing_is_cou
 
 async def test_a_request_no_step_changes_is_forwarded_byte_for_byte(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("anthropic")
-    raw = (b'{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
-           b'{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
-           b' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }')
+    raw = (
+        b'{ "messages" : [ {"role":"user","content":[{"type":"text","text":"caf\\u00e9","cache_control":{"type":"ephemeral"}},'
+        b'{"type":"a_block_of_tomorrow","payload":[1, 2.50]}]}],\n  "model":"claude-opus-4-5", "max_tokens": 9,'
+        b' "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": {"edits": []}, "x_new": null }'
+    )
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/messages", data=raw, headers={"Content-Type": "application/json"}) as resp:
             assert resp.status == 200

@@ -13,8 +13,14 @@ from aiohttp.test_utils import TestServer
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 
-TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
-                                         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+}
 
 
 async def sessions_of(proxy: TestServer, agent: str) -> list[dict[str, Any]]:
@@ -51,8 +57,12 @@ async def test_litellm_with_api_base(make_proxy: MakeProxy, fake: FakeUpstream, 
     import litellm
 
     proxy = await make_proxy()
-    common: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": base_url(proxy) + "/v1", "api_key": "sk-client",
-                              "extra_headers": {"X-Ruyi-Agent": "litellm"}}
+    common: dict[str, Any] = {
+        "model": "openai/gpt-4o",
+        "api_base": base_url(proxy) + "/v1",
+        "api_key": "sk-client",
+        "extra_headers": {"X-Ruyi-Agent": "litellm"},
+    }
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Read README.md"}]
     answer = await litellm.acompletion(messages=messages, **common)
     assert answer.choices[0].message.content == fake.reply
@@ -68,12 +78,31 @@ async def test_litellm_with_api_base(make_proxy: MakeProxy, fake: FakeUpstream, 
 # instructions as the system message, a strict function tool, then the tool's result; the same with stream=True.
 # The SDK itself needs openai >= 3 and brings an MCP server stack, too heavy for the test extra: its requests are
 # replayed here as it made them, with the official client.
-AGENT_TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.", "strict": True, "parameters": {
-    "properties": {"path": {"title": "Path", "type": "string"}}, "required": ["path"], "title": "read_file_args", "type": "object",
-    "additionalProperties": False}}}
-AGENT_TURN: list[dict[str, Any]] = [{"content": "You are a coding agent.", "role": "system"}, {"role": "user", "content": "Read README.md and summarise it."}]
+AGENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "strict": True,
+        "parameters": {
+            "properties": {"path": {"title": "Path", "type": "string"}},
+            "required": ["path"],
+            "title": "read_file_args",
+            "type": "object",
+            "additionalProperties": False,
+        },
+    },
+}
+AGENT_TURN: list[dict[str, Any]] = [
+    {"content": "You are a coding agent.", "role": "system"},
+    {"role": "user", "content": "Read README.md and summarise it."},
+]
 AGENT_RESULT: list[dict[str, Any]] = [
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_fake_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"README.md\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_fake_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}}],
+    },
     {"role": "tool", "tool_call_id": "call_fake_1", "content": "contents of README.md"},
 ]
 

@@ -28,10 +28,10 @@ def rows(data_dir: Path, table: str) -> int:
         return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-async def test_the_count_includes_the_layouts_sections_and_records_nothing(make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any,
-                                                                          tmp_path: Path, data_dir: Path) -> None:
-    (tmp_path / "AGENTS.md").write_text("# Rules\n" + "\n".join(f"- rule {i}: keep the change small and tested" for i in range(40)),
-                                        encoding="utf-8")
+async def test_the_count_includes_the_layouts_sections_and_records_nothing(
+    make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any, tmp_path: Path, data_dir: Path
+) -> None:
+    (tmp_path / "AGENTS.md").write_text("# Rules\n" + "\n".join(f"- rule {i}: keep the change small and tested" for i in range(40)), encoding="utf-8")
     proxy = await make_proxy("anthropic", workspace={"root": str(tmp_path)}, **PINNED)
     await add_note(proxy, "runs Python 3.12 in a virtualenv", agent="c")
     own = await asyncio.to_thread(client(base_url(upstream)).messages.count_tokens, model=MODEL, messages=MESSAGES)
@@ -40,15 +40,15 @@ async def test_the_count_includes_the_layouts_sections_and_records_nothing(make_
     counted, layout = raw.parse().input_tokens, int(raw.headers["X-Ruyi-Layout-Tokens"])
     assert counted == own.input_tokens + layout and raw.headers["X-Ruyi-Token-Count"] == "upstream"
     assert rows(data_dir, "sessions") == sessions and rows(data_dir, "audit") == audits  # counting decided and kept nothing
-    sent = await asyncio.to_thread(client(base_url(proxy)).messages.with_raw_response.create, model=MODEL, max_tokens=50,
-                                   messages=MESSAGES)
+    sent = await asyncio.to_thread(client(base_url(proxy)).messages.with_raw_response.create, model=MODEL, max_tokens=50, messages=MESSAGES)
     forwarded = fake.last("/v1/messages").json
     text = str(forwarded)
     assert "rule 39: keep the change small" in text and "runs Python 3.12 in a virtualenv" in text
     added = int(sent.headers["X-Ruyi-Tokens-After"]) - int(sent.headers["X-Ruyi-Tokens-Before"])  # what the layout added, as Ruyi counts
     assert added > 100 and abs(layout - added) <= 2
-    off = await asyncio.to_thread(client(base_url(proxy)).messages.with_raw_response.count_tokens, model=MODEL, messages=MESSAGES,
-                                  extra_headers={"X-Ruyi-Mode": "off"})
+    off = await asyncio.to_thread(
+        client(base_url(proxy)).messages.with_raw_response.count_tokens, model=MODEL, messages=MESSAGES, extra_headers={"X-Ruyi-Mode": "off"}
+    )
     assert off.parse().input_tokens == own.input_tokens and "X-Ruyi-Layout-Tokens" not in off.headers  # nothing added: the client's count
 
 
@@ -59,11 +59,13 @@ async def test_without_memory_or_workspace_the_count_is_the_upstreams(make_proxy
     assert raw.parse().input_tokens == 1234 and "X-Ruyi-Layout-Tokens" not in raw.headers
 
 
-async def test_the_count_of_an_archived_session_is_what_ruyi_would_forward_and_decides_nothing(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                                              upstream: Any) -> None:
+async def test_the_count_of_an_archived_session_is_what_ruyi_would_forward_and_decides_nothing(
+    make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any
+) -> None:
     import aiohttp
 
     from tests.rewrite.test_anthropic_session import WINDOW, conversation
+
     proxy = await make_proxy("anthropic", window=WINDOW, **PINNED)
     headers = {"X-Ruyi-Agent": "cc"}
     async with aiohttp.ClientSession() as http:

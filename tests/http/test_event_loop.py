@@ -110,9 +110,12 @@ async def test_requests_of_one_session_take_turns_in_arrival_order(make_proxy: M
 def with_long_output(content: str) -> list[dict[str, Any]]:
     """A request whose tool output is truncated on arrival: a decision, written durably before forwarding."""
     call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "cat big.log"})}}
-    return [{"role": "user", "content": "task"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "\n".join(f"line {n} of output" for n in range(400))},
-            {"role": "user", "content": content}]
+    return [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "\n".join(f"line {n} of output" for n in range(400))},
+        {"role": "user", "content": content},
+    ]
 
 
 def locked(db: Path) -> tuple[sqlite3.Connection, threading.Event, threading.Event]:

@@ -19,15 +19,22 @@ from tests.fake_upstream import FakeUpstream
 
 
 def test_serving_beyond_loopback_without_keys_is_warned_about() -> None:
-    exposed = config_for("http://127.0.0.1:11434", "ollama", server={"host": "0.0.0.0"},
-                         routes=[{"model": "gpt-*", "url": "https://api.openai.com/v1", "kind": "openai", "api_key": "sk-route-000000000001"}])
+    exposed = config_for(
+        "http://127.0.0.1:11434",
+        "ollama",
+        server={"host": "0.0.0.0"},
+        routes=[{"model": "gpt-*", "url": "https://api.openai.com/v1", "kind": "openai", "api_key": "sk-route-000000000001"}],
+    )
     (warning,) = exposure_warnings(exposed)
     assert "0.0.0.0:8787" in warning and "https://api.openai.com" in warning and "gpt-*" in warning
     assert "admin API" in warning and "pull" in warning and "auth.keys" in warning and "auth.trusted_networks" in warning
     assert "sk-route" not in warning
-    for quiet in ({"server": {"host": "127.0.0.1"}}, {"server": {"host": "localhost"}},
-                  {"server": {"host": "0.0.0.0"}, "auth": {"keys": ["k-000000000001"]}},
-                  {"server": {"host": "0.0.0.0"}, "auth": {"trusted_networks": ["172.16.0.0/12"]}}):
+    for quiet in (
+        {"server": {"host": "127.0.0.1"}},
+        {"server": {"host": "localhost"}},
+        {"server": {"host": "0.0.0.0"}, "auth": {"keys": ["k-000000000001"]}},
+        {"server": {"host": "0.0.0.0"}, "auth": {"trusted_networks": ["172.16.0.0/12"]}},
+    ):
         assert exposure_warnings(config_for("http://127.0.0.1:11434", "ollama", **quiet)) == []
     unset = config_for("http://127.0.0.1:1", auth={"keys": ["env:RUYI_TEST_NEVER_SET"]})
     assert "not set" in exposure_warnings(unset)[0]
@@ -38,8 +45,21 @@ async def test_ruyi_serve_on_every_interface_says_so_loudly(tmp_path: Path) -> N
     env = {**os.environ, "RUYI_DATA_DIR": str(tmp_path / "data"), "RUYI_LOGGING__FORMAT": "json"}
     env.pop("RUYI_CONFIG", None)
     with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.cli", "serve", "--host", "0.0.0.0", "--port", str(port),
-                                                    "--upstream", f"http://127.0.0.1:{free_port()}", stdout=out, stderr=out, env=env)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--upstream",
+            f"http://127.0.0.1:{free_port()}",
+            stdout=out,
+            stderr=out,
+            env=env,
+        )
     try:
         async with aiohttp.ClientSession() as http:
             for _ in range(600):

@@ -27,14 +27,19 @@ def conversation(tag: str, turns: int = 1) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": f"task {tag}"}]
     for i in range(turns):
         call = {"id": f"call_{tag}_{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat {tag}{i}.log"})}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": call["id"], "content": "\n".join(f"{tag} line {n} of output" for n in range(400))}]
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "\n".join(f"{tag} line {n} of output" for n in range(400))},
+        ]
     return messages
 
 
 async def chat(http: aiohttp.ClientSession, proxy: TestServer, messages: list[dict[str, Any]], **headers: str) -> tuple[int, dict[str, str]]:
-    async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                         headers={k.replace("_", "-"): v for k, v in headers.items()}) as resp:
+    async with http.post(
+        base_url(proxy) + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": messages},
+        headers={k.replace("_", "-"): v for k, v in headers.items()},
+    ) as resp:
         await resp.read()
         return resp.status, dict(resp.headers)
 

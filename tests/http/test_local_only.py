@@ -18,10 +18,21 @@ from proxy.http.auth import is_local
 from tests.conftest import base_url, config_for
 from tests.fake_upstream import FakeUpstream
 
-MANAGEMENT = [("POST", "/api/pull"), ("POST", "/api/push"), ("POST", "/api/create"), ("POST", "/api/copy"),
-              ("DELETE", "/api/delete"), ("HEAD", "/api/blobs/sha256:0a1b"), ("POST", "/api/p%75ll"),
-              ("POST", "/api/pull/"), ("POST", "/api/pull/./"), ("POST", "/api/Pull/"), ("POST", "/api/pull;x"),
-              ("POST", "/api/PUSH"), ("POST", "/api/blobs;x/sha256:0a1b")]
+MANAGEMENT = [
+    ("POST", "/api/pull"),
+    ("POST", "/api/push"),
+    ("POST", "/api/create"),
+    ("POST", "/api/copy"),
+    ("DELETE", "/api/delete"),
+    ("HEAD", "/api/blobs/sha256:0a1b"),
+    ("POST", "/api/p%75ll"),
+    ("POST", "/api/pull/"),
+    ("POST", "/api/pull/./"),
+    ("POST", "/api/Pull/"),
+    ("POST", "/api/pull;x"),
+    ("POST", "/api/PUSH"),
+    ("POST", "/api/blobs;x/sha256:0a1b"),
+]
 
 
 async def over_unix_socket(config: Config, path: Path) -> AsyncIterator[aiohttp.ClientSession]:

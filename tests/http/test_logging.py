@@ -61,10 +61,30 @@ def test_the_redactor_the_same_on_every_event() -> None:
     same values is redacted exactly like the first, numbers stay numbers whatever their name, and a
     secret-named field is hidden whatever its value."""
     redactor = Redactor(["mysecretvalue"])
-    event = {"event": "x", "path": "/v1/key=mysecretvalue", "token": None, "max_tokens": 5, "cached_tokens": 3, "usage": 0.5,
-             "streamed": True, "password": "hunter2", "dcp": {"secret": "s", "note": "mysecretvalue"}, "list": ["mysecretvalue", 1]}
-    want = {"event": "x", "path": "/v1/key=[redacted]", "token": "[redacted]", "max_tokens": 5, "cached_tokens": 3, "usage": 0.5,
-            "streamed": True, "password": "[redacted]", "dcp": {"secret": "[redacted]", "note": "[redacted]"}, "list": ["[redacted]", 1]}
+    event = {
+        "event": "x",
+        "path": "/v1/key=mysecretvalue",
+        "token": None,
+        "max_tokens": 5,
+        "cached_tokens": 3,
+        "usage": 0.5,
+        "streamed": True,
+        "password": "hunter2",
+        "dcp": {"secret": "s", "note": "mysecretvalue"},
+        "list": ["mysecretvalue", 1],
+    }
+    want = {
+        "event": "x",
+        "path": "/v1/key=[redacted]",
+        "token": "[redacted]",
+        "max_tokens": 5,
+        "cached_tokens": 3,
+        "usage": 0.5,
+        "streamed": True,
+        "password": "[redacted]",
+        "dcp": {"secret": "[redacted]", "note": "[redacted]"},
+        "list": ["[redacted]", 1],
+    }
     assert redactor(None, "info", dict(event)) == want
     assert redactor(None, "info", dict(event)) == want
 

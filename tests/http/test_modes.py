@@ -88,7 +88,6 @@ async def test_ollama_rewrites_keep_untouched_messages_native(make_proxy: MakePr
     assert sent[1]["tool_calls"][0]["function"]["arguments"] == {"path": "a"}
 
 
-
 class LeavesABrokenOutcome:
     """A step that rewrites and leaves the context in a state the recording after it cannot use."""
 

@@ -13,7 +13,12 @@ import openai
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 
-SHELL: Any = {"type": "function", "name": "shell", "description": "Run a command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+SHELL: Any = {
+    "type": "function",
+    "name": "shell",
+    "description": "Run a command.",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
 
 
 def client(proxy: Any) -> openai.AsyncOpenAI:
@@ -40,22 +45,48 @@ async def test_plain_streamed_and_tools(make_proxy: MakeProxy, fake: FakeUpstrea
     asked = await c.responses.create(model="gpt-5-codex", input=[{"role": "user", "content": "List files"}], tools=[SHELL])
     call = asked.output[0]
     assert call.type == "function_call" and call.name == "shell"
-    follow = await c.responses.create(model="gpt-5-codex", tools=[SHELL], input=[
-        {"role": "user", "content": "List files"}, {"type": "function_call", "call_id": call.call_id, "name": "shell", "arguments": call.arguments},
-        {"type": "function_call_output", "call_id": call.call_id, "output": "README.md"}])
+    follow = await c.responses.create(
+        model="gpt-5-codex",
+        tools=[SHELL],
+        input=[
+            {"role": "user", "content": "List files"},
+            {"type": "function_call", "call_id": call.call_id, "name": "shell", "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "README.md"},
+        ],
+    )
     assert follow.output_text == fake.reply
 
 
 def codex_session(steps: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions instructions>sandbox</permissions instructions>"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context><cwd>/repo</cwd></environment_context>"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Find the slow query and fix it."}]}]
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "<permissions instructions>sandbox</permissions instructions>"}],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "<environment_context><cwd>/repo</cwd></environment_context>"}],
+        },
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Find the slow query and fix it."}]},
+    ]
     for n in range(steps):
-        items += [{"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": f"gAAAA{n}"},
-                  {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "shell",
-                   "arguments": json.dumps({"command": ["cat", f"src/q{n}.sql"]})},
-                  {"type": "function_call_output", "call_id": f"call_{n}", "output": "\n".join(f"SELECT col_{i} FROM t{n} WHERE id = {i};" for i in range(300))}]
+        items += [
+            {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": f"gAAAA{n}"},
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["cat", f"src/q{n}.sql"]}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{n}",
+                "output": "\n".join(f"SELECT col_{i} FROM t{n} WHERE id = {i};" for i in range(300)),
+            },
+        ]
     return items
 
 
@@ -101,8 +132,12 @@ async def test_errors_in_the_responses_format(make_proxy: MakeProxy, fake: FakeU
 async def test_a_chained_request_is_forwarded_as_sent(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy(window={"models": {"gpt-5*": 8000}})
     big = "\n".join(f"row {i}" for i in range(5000))
-    body = {"model": "gpt-5-codex", "previous_response_id": "resp_1", "store": True,
-            "input": [{"type": "function_call_output", "call_id": "call_1", "output": big}]}
+    body = {
+        "model": "gpt-5-codex",
+        "previous_response_id": "resp_1",
+        "store": True,
+        "input": [{"type": "function_call_output", "call_id": "call_1", "output": big}],
+    }
     raw = json.dumps(body).encode()
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/responses", data=raw, headers={"Content-Type": "application/json"}) as resp:
@@ -132,10 +167,16 @@ async def test_a_responses_client_reaches_a_chat_only_server_with_translate(make
     streamed = await c.responses.create(model="qwen2.5-coder", input=[{"role": "user", "content": "List files"}], tools=[SHELL], stream=True)
     done = [e async for e in streamed if e.type == "response.completed"]
     assert done and done[0].response.output[-1].type == "function_call"
-    follow = await c.responses.create(model="qwen2.5-coder", tools=[SHELL], input=[
-        {"role": "user", "content": "List files"}, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
-        {"type": "function_call", "call_id": call.call_id, "name": "shell", "arguments": call.arguments},
-        {"type": "function_call_output", "call_id": call.call_id, "output": "README.md"}])
+    follow = await c.responses.create(
+        model="qwen2.5-coder",
+        tools=[SHELL],
+        input=[
+            {"role": "user", "content": "List files"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+            {"type": "function_call", "call_id": call.call_id, "name": "shell", "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "README.md"},
+        ],
+    )
     assert follow.output_text == fake.reply
     sent = fake.last("/v1/chat/completions").json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"] and sent[1]["tool_calls"][0]["id"] == call.call_id

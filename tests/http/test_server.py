@@ -23,8 +23,16 @@ async def start_ruyi(*args: str, env: dict[str, str] | None = None) -> tuple[asy
     port = free_port()
     env = {**os.environ, "RUYI_LOG_LEVEL": "info", **(env or {})}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        str(port),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as http:
@@ -130,11 +138,17 @@ async def test_sigterm_ends_streams_still_open_at_the_deadline_with_an_error_and
     slow = FakeUpstream(fault="delay", delay=600)  # answers nothing for 10 minutes
     up, slow_up = await aiohttp_server(make_fake_app(endless)), await aiohttp_server(make_fake_app(slow))
     config = tmp_path / "ruyi.yaml"
-    config.write_text(json.dumps({
-        "server": {"shutdown_grace_seconds": 1},
-        "routes": [{"model": "llama*", "url": base_url(up), "kind": "ollama"},
-                   {"model": "slow*", "url": base_url(slow_up) + "/v1", "kind": "openai"}],
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "server": {"shutdown_grace_seconds": 1},
+                "routes": [
+                    {"model": "llama*", "url": base_url(up), "kind": "ollama"},
+                    {"model": "slow*", "url": base_url(slow_up) + "/v1", "kind": "openai"},
+                ],
+            }
+        )
+    )
     proc, url = await start_ruyi("--upstream", base_url(up) + "/v1", "--config", str(config))
     procs.append(proc)
     messages = [{"role": "user", "content": "hi"}]

@@ -43,7 +43,7 @@ async def _trickle(writer: asyncio.StreamWriter) -> None:
 async def test_a_client_trickling_its_body_gets_408_in_its_format(make_proxy: MakeProxy) -> None:
     proxy = await make_proxy(limits={"body_timeout_seconds": 1.0})
     reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
-    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"model\"")
+    writer.write(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"model"')
     await writer.drain()
     try:
         answer = await asyncio.wait_for(reader.read(4096), 10)
@@ -78,8 +78,19 @@ async def test_a_taken_port_is_one_clear_line_and_status_2(host: str) -> None:
         holder.listen()
         port = holder.getsockname()[1]
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "proxy.cli", "serve", "--host", host, "--port", str(port), "--upstream", "http://127.0.0.1:9",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--upstream",
+            "http://127.0.0.1:9",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), 60)
         finally:

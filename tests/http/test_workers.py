@@ -47,7 +47,13 @@ async def test_workers_share_the_port_and_the_sessions(upstream: TestServer, fak
 
 def test_workers_are_refused_without_a_store_every_process_opens(tmp_path: Path) -> None:
     env = {**os.environ, "RUYI_STORE__BACKEND": "memory"}
-    res = subprocess.run([sys.executable, "-m", "proxy.cli", "serve", "--workers", "2", "--port", "1"],
-                         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "serve", "--workers", "2", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "server.workers" in res.stderr and "sqlite or postgres" in res.stderr

@@ -16,8 +16,12 @@ DEFINED = "Decided.\n[D004] Use SQLite for the default store — why: nothing to
 
 
 def history(extra: int = 0) -> list[dict[str, Any]]:
-    msgs = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Pick a store."},
-            {"role": "assistant", "content": DEFINED}, {"role": "user", "content": "ok, go on"}]
+    msgs = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Pick a store."},
+        {"role": "assistant", "content": DEFINED},
+        {"role": "user", "content": "ok, go on"},
+    ]
     for i in range(extra):
         msgs += [{"role": "assistant", "content": f"step {i}"}, {"role": "user", "content": f"and {i}"}]
     return msgs

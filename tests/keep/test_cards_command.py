@@ -49,17 +49,19 @@ def test_search_list_and_workspace_on_the_store_directly(project: tuple[Path, Pa
     assert f"workspace root: {root}" in out and "Always run make check." in out
 
 
-def test_drafts_accepted_and_rejected_on_the_store_directly(project: tuple[Path, Path], data_dir: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_drafts_accepted_and_rejected_on_the_store_directly(project: tuple[Path, Path], data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root, config = project
     db = Database(data_dir / "ruyi.db")
-    CardDrafts(db).propose("proj", "s1", [("k1", "make: ValueError in parse", ["make"], "## Problem\n…\n"),
-                                          ("k2", "npm: ENOENT", ["npm"], "## Problem\n…\n")])
+    CardDrafts(db).propose(
+        "proj", "s1", [("k1", "make: ValueError in parse", ["make"], "## Problem\n…\n"), ("k2", "npm: ENOENT", ["npm"], "## Problem\n…\n")]
+    )
     db.close()
     mine = ["--agent", "proj", "--config", str(config)]
     assert main(["cards", "drafts", *mine]) == 0
     assert [line.split() for line in printed(capsys.readouterr().out)] == [
-        ["1", "proposed", "make:", "ValueError", "in", "parse"], ["2", "proposed", "npm:", "ENOENT"]]
+        ["1", "proposed", "make:", "ValueError", "in", "parse"],
+        ["2", "proposed", "npm:", "ENOENT"],
+    ]
     assert main(["cards", "accept", "1", *mine]) == 0
     written = root / ".ruyi" / "knowledge-cards" / "make-valueerror-in-parse.md"
     assert printed(capsys.readouterr().out) == [f"draft 1 accepted: {written}"]

@@ -15,8 +15,18 @@ from tests.fake_upstream import FakeUpstream
 from tests.keep.test_subagents import child, start_parent
 from tests.rewrite.test_pruning import post
 
-FIELDS = ["--field", "alternatives=Postgres", "--field", "why=nothing to install", "--field", "impact=memory/store",
-          "--field", "verification=pytest", "--field", "rollback=store.backend: memory"]
+FIELDS = [
+    "--field",
+    "alternatives=Postgres",
+    "--field",
+    "why=nothing to install",
+    "--field",
+    "impact=memory/store",
+    "--field",
+    "verification=pytest",
+    "--field",
+    "rollback=store.backend: memory",
+]
 
 
 def test_anchors_on_the_store_directly(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -26,11 +36,15 @@ def test_anchors_on_the_store_directly(data_dir: Path, capsys: pytest.CaptureFix
     assert main(["anchors", "add", "--type", "C", "--title", "Redact", "--pending", "--agent", "other"]) == 0
     capsys.readouterr()
     assert main(["anchors", "show", "D001", "--compact"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["[D001] Use SQLite", "- Why: nothing to install", "- Impact: memory/store",
-                                                    "- Rollback: store.backend: memory"]
+    assert capsys.readouterr().out.splitlines() == [
+        "[D001] Use SQLite",
+        "- Why: nothing to install",
+        "- Impact: memory/store",
+        "- Rollback: store.backend: memory",
+    ]
     assert main(["anchors", "obsolete", "D001"]) == 0 and main(["anchors", "list", "--json"]) == 0
     out = capsys.readouterr().out
-    assert json.loads(out[out.index("{\n"):])["anchors"][0]["status"] == "obsolete"
+    assert json.loads(out[out.index("{\n") :])["anchors"][0]["status"] == "obsolete"
     assert main(["anchors", "show", "C001"]) == 1  # another agent's
     assert main(["anchors", "export", "--agent", "other"]) == 0 and "## [C001] Redact" in capsys.readouterr().out
 
@@ -127,8 +141,15 @@ async def test_the_store_and_a_running_ruyi_answer_the_same_json(make_proxy: Mak
     remote = ("--url", base_url(proxy))
     await ruyi("anchors", "add", "--type", "D", "--title", "Use SQLite", *FIELDS, *remote)
     await ruyi("memo", "add", "user", "prefers short answers")  # on the store's file, beside the running Ruyi
-    for argv in (("anchors", "list"), ("anchors", "show", "D001"), ("memo", "show"), ("memo", "versions"),
-                 ("cards", "list"), ("cards", "drafts"), ("cards", "workspace")):
+    for argv in (
+        ("anchors", "list"),
+        ("anchors", "show", "D001"),
+        ("memo", "show"),
+        ("memo", "versions"),
+        ("cards", "list"),
+        ("cards", "drafts"),
+        ("cards", "workspace"),
+    ):
         local = await ruyi(*argv)
         assert local == await ruyi(*argv, *remote), argv
     assert local["agent_id"] == "a" and "rules" in local

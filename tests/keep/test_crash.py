@@ -16,8 +16,10 @@ from tests.memory.ruyi_process import RuyiProcess
 
 
 async def test_a_kill_during_compaction_leaves_the_last_good_version(upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
-    config = {"summarizer": {"model": "openai/gpt-4o", "api_base": base_url(upstream) + "/v1", "api_key": "sk-summarizer-test"},
-              "notebook": {"idle_seconds": 0, "check_seconds": 3600}}
+    config = {
+        "summarizer": {"model": "openai/gpt-4o", "api_base": base_url(upstream) + "/v1", "api_key": "sk-summarizer-test"},
+        "notebook": {"idle_seconds": 0, "check_seconds": 3600},
+    }
     ruyi = RuyiProcess(base_url(upstream) + "/v1", tmp_path / "data", config, tmp_path / "ruyi.log")
     await ruyi.start()
     async with aiohttp.ClientSession() as http:

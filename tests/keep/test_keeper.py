@@ -23,7 +23,9 @@ from tests.rewrite.test_pruning import post
 async def fill(proxy: Any, agent: str, section: str = "history", n: int = 10) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
         for i in range(n):
-            status, nb = await call(http, "POST", base_url(proxy) + f"/ruyi/v1/notebook/{section}", agent=agent, json={"text": f"{agent} milestone {i}"})
+            status, nb = await call(
+                http, "POST", base_url(proxy) + f"/ruyi/v1/notebook/{section}", agent=agent, json={"text": f"{agent} milestone {i}"}
+            )
             assert status == 201
     return nb
 
@@ -46,7 +48,10 @@ async def test_compaction_waits_while_a_request_of_the_agent_or_its_sub_agent_is
     assert (await in_flight).status == 200
     assert await keeper.compact_idle() == ["a"]
     nb = await notebook(proxy, "a")
-    assert nb["pending"] is False and [e["text"] for e in nb["sections"]["history"]["entries"]] == ["earlier: " + "; ".join(f"a milestone {i}" for i in range(5)), *(f"a milestone {i}" for i in range(5, 10))]
+    assert nb["pending"] is False and [e["text"] for e in nb["sections"]["history"]["entries"]] == [
+        "earlier: " + "; ".join(f"a milestone {i}" for i in range(5)),
+        *(f"a milestone {i}" for i in range(5, 10)),
+    ]
 
 
 def summarizer(upstream: TestServer) -> dict[str, Any]:
@@ -83,14 +88,18 @@ async def test_a_good_answer_rewrites_each_section_to_its_conclusions(make_proxy
 
 def test_a_sub_agents_prune_batch_leaves_its_pool_line_in_its_own_notebook(tmp_path: Path) -> None:
     keeper = Keeper(tmp_path / "ruyi.db", NotebookOptions(), None)
-    keeper.sessions.keep_snapshot("a", "kid", "parent", "<ruyi-snapshot parent=\"parent\">…</ruyi-snapshot>")
+    keeper.sessions.keep_snapshot("a", "kid", "parent", '<ruyi-snapshot parent="parent">…</ruyi-snapshot>')
     report = {"batch": "applied", "strategies": {"dedup": {"items": 2, "tokens_saved": 900}}, "tier_before": "prune", "tier_after": "normal"}
     keeper.remember("a", "kid", [{"role": "user", "content": "look at db.py"}], {"role": "assistant", "content": "done"}, report)
-    assert [e["text"][17:] for e in keeper.notebook.current("a", "kid").body["dynamic"]] == \
-           ["session kid: prune batch (applied) cleared 2 item(s), 900 tokens; prune → normal"]
+    assert [e["text"][17:] for e in keeper.notebook.current("a", "kid").body["dynamic"]] == [
+        "session kid: prune batch (applied) cleared 2 item(s), 900 tokens; prune → normal"
+    ]
     assert keeper.notebook.current("a").version == 0  # the agent's notebook never changed
     keeper.remember("a", "parent", [{"role": "user", "content": "review"}], {"role": "assistant", "content": "ok"}, report)
-    assert keeper.notebook.current("a").body["dynamic"][0]["text"].endswith("session parent: prune batch (applied) cleared 2 item(s), "
-                                                                             "900 tokens; prune → normal")
+    assert (
+        keeper.notebook.current("a")
+        .body["dynamic"][0]["text"]
+        .endswith("session parent: prune batch (applied) cleared 2 item(s), 900 tokens; prune → normal")
+    )
     assert keeper.notebook.current("a", "kid").version == 1
     keeper.close()

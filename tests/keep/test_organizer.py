@@ -15,8 +15,12 @@ from tests.summaries.test_organizer import fixed_run
 
 def keeper(tmp_path: Path) -> Keeper:
     agents = {"a": AgentSettings(workspace_root=str(tmp_path / "a")), "b": AgentSettings(workspace_root=str(tmp_path / "b"))}
-    return Keeper(tmp_path / "ruyi.db", NotebookOptions(), None,
-                  workspaces=lambda agent: workspace_of(CardsOptions(recheck_seconds=0), WorkspaceOptions(), agents, agent))
+    return Keeper(
+        tmp_path / "ruyi.db",
+        NotebookOptions(),
+        None,
+        workspaces=lambda agent: workspace_of(CardsOptions(recheck_seconds=0), WorkspaceOptions(), agents, agent),
+    )
 
 
 def archive(messages: list[dict[str, Any]]) -> dict[str, Any]:

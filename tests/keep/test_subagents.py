@@ -22,8 +22,11 @@ CHILD_SYSTEM = "You are a sub-agent: do the task, then answer."
 
 
 def task_call(i: int) -> dict[str, Any]:
-    return {"id": f"call_task_{i}", "type": "function",
-            "function": {"name": "Task", "arguments": json.dumps({"description": "review", "prompt": PROMPTS[i], "subagent_type": "general"})}}
+    return {
+        "id": f"call_task_{i}",
+        "type": "function",
+        "function": {"name": "Task", "arguments": json.dumps({"description": "review", "prompt": PROMPTS[i], "subagent_type": "general"})},
+    }
 
 
 async def send(proxy: Any, messages: list[dict[str, Any]], agent: str = "a", headers: dict[str, str] | None = None) -> aiohttp.ClientResponse:
@@ -98,13 +101,18 @@ async def test_x_ruyi_parent_names_the_parent_and_other_agents_never_match(make_
     assert fake.last().json["messages"] == [{"role": "user", "content": "an unrelated task"}]
     await post(proxy, [{"role": "user", "content": "a helper told its parent"}], headers={"X-Ruyi-Agent": "a", "X-Ruyi-Parent": parent})
     sent = fake.last().json["messages"]
-    assert sent[0]["role"] == "system" and sent[0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">') and sent[1]["content"] == "a helper told its parent"
+    assert (
+        sent[0]["role"] == "system"
+        and sent[0]["content"].startswith(f'<ruyi-snapshot parent="{parent}">')
+        and sent[1]["content"] == "a helper told its parent"
+    )
     await post(proxy, [{"role": "user", "content": "names a stranger"}], headers={"X-Ruyi-Agent": "b", "X-Ruyi-Parent": parent})
     assert fake.last().json["messages"] == [{"role": "user", "content": "names a stranger"}]
 
 
 async def test_a_restart_between_the_task_call_and_the_childs_first_request_still_recognises_the_child(
-        make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:
+    make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path
+) -> None:
     first = await make_proxy()
     parent = await start_parent(first, fake)  # the parent's answer calls Task twice; no child has asked yet
     await first.close()  # Ruyi stops (what answers gave is remembered before it goes) ...
@@ -123,7 +131,8 @@ async def test_a_restart_between_the_task_call_and_the_childs_first_request_stil
 
 
 async def test_on_postgres_a_restart_still_recognises_the_child_from_the_kept_task_calls(
-        make_proxy: MakeProxy, fake: FakeUpstream, pg_url: str) -> None:
+    make_proxy: MakeProxy, fake: FakeUpstream, pg_url: str
+) -> None:
     store = {"backend": "postgres", "url": pg_url}
     first = await make_proxy(store=store)
     parent = await start_parent(first, fake)
@@ -135,15 +144,27 @@ async def test_on_postgres_a_restart_still_recognises_the_child_from_the_kept_ta
 
 
 async def test_a_claude_code_child_with_system_reminders_around_its_prompt_is_recognised_and_shows_its_parent(
-        make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    make_proxy: MakeProxy, fake: FakeUpstream
+) -> None:
     from tests.conversation.agent_bodies import CLAUDE_REMINDER_AFTER, CLAUDE_REMINDER_BEFORE
+
     proxy = await make_proxy()
     parent = await start_parent(proxy, fake)
-    blocks: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
-              {"role": "user", "content": [{"type": "text", "text": CLAUDE_REMINDER_BEFORE}, {"type": "text", "text": PROMPTS[0]},
-                                           {"type": "text", "text": CLAUDE_REMINDER_AFTER}]}]
-    one_text: list[dict[str, Any]] = [{"role": "system", "content": CHILD_SYSTEM},
-                {"role": "user", "content": CLAUDE_REMINDER_BEFORE + PROMPTS[1] + "\n" + CLAUDE_REMINDER_AFTER}]
+    blocks: list[dict[str, Any]] = [
+        {"role": "system", "content": CHILD_SYSTEM},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": CLAUDE_REMINDER_BEFORE},
+                {"type": "text", "text": PROMPTS[0]},
+                {"type": "text", "text": CLAUDE_REMINDER_AFTER},
+            ],
+        },
+    ]
+    one_text: list[dict[str, Any]] = [
+        {"role": "system", "content": CHILD_SYSTEM},
+        {"role": "user", "content": CLAUDE_REMINDER_BEFORE + PROMPTS[1] + "\n" + CLAUDE_REMINDER_AFTER},
+    ]
     for opening in (blocks, one_text):
         resp = await post(proxy, opening, headers={"X-Ruyi-Agent": "a"})
         child_id = resp.headers["X-Ruyi-Session"]
@@ -167,8 +188,9 @@ async def test_a_child_sees_its_own_notebook_never_its_parents_as_its_own(make_p
     sent = json.dumps(fake.last("/v1/chat/completions").json)
     assert "PARENT-ONLY" not in sent, "the parent's notebook is not the child's own"
     async with aiohttp.ClientSession() as http:  # the child writes its own notebook; it reaches the child's prompts
-        await call(http, "POST", base_url(proxy) + f"/ruyi/v1/notebook/environment?session={child_id}", agent="a",
-                   json={"text": "CHILD-OWN uses pytest -x"})
+        await call(
+            http, "POST", base_url(proxy) + f"/ruyi/v1/notebook/environment?session={child_id}", agent="a", json={"text": "CHILD-OWN uses pytest -x"}
+        )
     await send(proxy, [{"role": "system", "content": "You are another sub-agent."}, {"role": "user", "content": PROMPTS[1]}])
     await send(proxy, child(0, 1))
     assert "PARENT-ONLY" not in json.dumps(fake.last("/v1/chat/completions").json)

@@ -86,7 +86,15 @@ def test_a_model_not_yet_seen_starts_from_its_familys_ratio() -> None:
     assert restored.ratio("claude-opus-4-8") == pytest.approx(1.1)
 
 
-@pytest.mark.parametrize(("model", "family"), [("claude-opus-4-5", "claude-opus"), ("claude-3-5-sonnet-20241022", "claude"),
-                                               ("gpt-4o", "gpt"), ("openai/gpt-4.1", "gpt"), ("llama3.1:8b", "llama")])
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("claude-opus-4-5", "claude-opus"),
+        ("claude-3-5-sonnet-20241022", "claude"),
+        ("gpt-4o", "gpt"),
+        ("openai/gpt-4.1", "gpt"),
+        ("llama3.1:8b", "llama"),
+    ],
+)
 def test_families(model: str, family: str) -> None:
     assert family_of(model) == "family:" + family

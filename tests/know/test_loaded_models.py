@@ -14,9 +14,25 @@ KEY = ("http://127.0.0.1:11434", "llama3.1:8b")
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [
-        (None, 300.0), (300, 300.0), (2.5, 2.5), ("300", 300.0), ("5m", 300.0), ("1h30m", 5400.0), ("1.5s", 1.5),
-        ("250ms", 0.25), (0, 0.0), ("0", 0.0), ("0s", 0.0), (-1, math.inf), ("-1", math.inf), ("-1m", math.inf),
-        ("soon", 300.0), ("5 minutes", 300.0), (True, 300.0), ([], 300.0), ("", 300.0),
+        (None, 300.0),
+        (300, 300.0),
+        (2.5, 2.5),
+        ("300", 300.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1.5s", 1.5),
+        ("250ms", 0.25),
+        (0, 0.0),
+        ("0", 0.0),
+        ("0s", 0.0),
+        (-1, math.inf),
+        ("-1", math.inf),
+        ("-1m", math.inf),
+        ("soon", 300.0),
+        ("5 minutes", 300.0),
+        (True, 300.0),
+        ([], 300.0),
+        ("", 300.0),
     ],
 )
 def test_keep_alive_is_seconds_or_a_go_duration_and_negative_is_forever(value: object, seconds: float) -> None:

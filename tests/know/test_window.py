@@ -81,9 +81,7 @@ def test_litellm_map_is_next_and_read_without_importing_litellm() -> None:
     assert window_for("deepseek/deepseek-chat", WindowOptions()).tokens == 131072
     assert litellm_window("openai/gpt-4o") == 128000  # provider prefix stripped when needed
     script = "import sys; from proxy.know.window import litellm_window as w; w('gpt-4o'); print('litellm' in sys.modules)"
-    run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60, check=False
-    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
     assert run.stdout.strip() == "False", run.stderr
 
 

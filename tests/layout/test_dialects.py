@@ -54,8 +54,10 @@ async def test_anthropic_gets_text_blocks_after_the_last_breakpoint_and_no_break
     assert body["system"][1]["text"].startswith("<ruyi-memory>") and "[D001] CacheStore evicts by LRU" in body["system"][1]["text"]
     assert body["messages"] == history and not fake.anthropic_refused  # nothing per-request yet: the client's messages as sent
     await add_note(proxy, "runs Python 3.12", "c")
-    history += [{"role": "assistant", "content": [{"type": "text", "text": "Looking at CacheStore."}]},
-                {"role": "user", "content": [{"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}]}]
+    history += [
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking at CacheStore."}]},
+        {"role": "user", "content": [{"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}]},
+    ]
     async with client.messages.stream(model=MODEL, max_tokens=100, system=system, messages=history) as stream:
         await stream.get_final_message()
     second = fake.last("/v1/messages").json
@@ -85,8 +87,9 @@ async def test_anthropic_full_keeps_the_system_blocks_and_follows_them_with_the_
     assert isinstance(newest, str) and newest.startswith(TASK + "\n\n<ruyi-context>") and "- time: " in newest
 
 
-async def test_an_anthropic_sub_agent_gets_its_snapshot_after_the_system_blocks_and_stays_rewritable(make_proxy: MakeProxy,
-                                                                                                    fake: FakeUpstream) -> None:
+async def test_an_anthropic_sub_agent_gets_its_snapshot_after_the_system_blocks_and_stays_rewritable(
+    make_proxy: MakeProxy, fake: FakeUpstream
+) -> None:
     proxy = await make_proxy("anthropic")
     await remember(proxy, agent="c")
     client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="sk-ant-client", default_headers={"X-Ruyi-Agent": "c"}, max_retries=0)
@@ -105,7 +108,9 @@ async def test_an_anthropic_sub_agent_gets_its_snapshot_after_the_system_blocks_
 
 
 async def test_ollamas_num_ctx_holds_the_sections_too(make_proxy: MakeProxy, fake: FakeUpstream, tmp_path: Any) -> None:
-    (tmp_path / "AGENTS.md").write_text("# Rules\n" + "\n".join(f"- rule {i}: keep the change small and tested" for i in range(250)), encoding="utf-8")
+    (tmp_path / "AGENTS.md").write_text(
+        "# Rules\n" + "\n".join(f"- rule {i}: keep the change small and tested" for i in range(250)), encoding="utf-8"
+    )
     proxy = await make_proxy("ollama", workspace={"root": str(tmp_path), "rules_max_chars": 20000})
     client = ollama.AsyncClient(host=base_url(proxy), headers={"X-Ruyi-Agent": "o"})
     prompt = "word " * 5500  # alone it fits the 8k step with its reserve; with the rules it does not

@@ -14,9 +14,14 @@ def anchor(anchor_id: str, title: str, status: str = "active", at: float = 0.0) 
 
 
 def test_constraints_always_then_the_anchors_the_session_is_about_most_shared_first() -> None:
-    anchors = [anchor("D001", "Deploy with Docker compose"), anchor("C001", "Never commit secrets"),
-               anchor("D002", "CacheStore evicts by LRU"), anchor("D003", "CacheStore keys are tuples", "obsolete"),
-               anchor("D004", "Evict CacheStore entries by LRU order", at=5.0), anchor("C002", "Draft constraint", "pending")]
+    anchors = [
+        anchor("D001", "Deploy with Docker compose"),
+        anchor("C001", "Never commit secrets"),
+        anchor("D002", "CacheStore evicts by LRU"),
+        anchor("D003", "CacheStore keys are tuples", "obsolete"),
+        anchor("D004", "Evict CacheStore entries by LRU order", at=5.0),
+        anchor("C002", "Draft constraint", "pending"),
+    ]
     words = terms(["Fix CacheStore.evict: the LRU order is wrong in tests/test_cache.py"])
     assert {"cachestore", "evict", "cachestore.evict", "lru", "tests/test_cache.py", "test_cache"} <= words and "the" not in words
     chosen = [a.anchor_id for a in relevant_anchors(anchors, words, 8)]

@@ -57,8 +57,9 @@ async def test_a_malformed_card_is_skipped_and_the_others_still_go_in(make_proxy
     assert resp.status == 200 and "### CacheStore eviction" in fake.last().json["messages"][-1]["content"]
 
 
-async def test_a_missing_workspace_and_an_unreadable_agents_md_leave_the_request_going_through(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                                              tmp_path: Path) -> None:
+async def test_a_missing_workspace_and_an_unreadable_agents_md_leave_the_request_going_through(
+    make_proxy: MakeProxy, fake: FakeUpstream, tmp_path: Path
+) -> None:
     unreadable = tmp_path / "u"
     unreadable.mkdir()
     (unreadable / "AGENTS.md").symlink_to(tmp_path / "nowhere.md")  # a dangling link: unreadable whoever runs the test

@@ -120,8 +120,10 @@ async def test_metadata_reports_the_usage_of_what_is_forwarded(make_proxy: MakeP
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Read every module."}]
     for n in range(10):
         call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat m{n}.py"})}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"c{n}", "content": "\n".join(f"def f{n}_{i}(): return {i}" for i in range(200))}]
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": "\n".join(f"def f{n}_{i}(): return {i}" for i in range(200))},
+        ]
         resp = await chat(proxy, messages)
         assert resp.status == 200
     told = re.search(r"- context: (\d+)% of ([\d,]+) tokens used \(tier (\w+)\)", json.dumps(fake.last().json["messages"]))

@@ -29,8 +29,10 @@ def turn(t: int, lines: int = 40) -> list[Message]:
         body = "\n".join(f"def read_{t}_{i}(stream):  # reads record {i} of part {t}\n    return stream.read({i})" for i in range(lines // 2))
         output = f"<returncode>0</returncode>\n<output>\n{body}\n</output>"
     call_id = f"call_{t}"
-    return [{"role": "assistant", "content": f"Step {t}: next I run `{command.split(' ')[0]}`.", "tool_calls": [bash(call_id, command)]},
-            {"role": "tool", "tool_call_id": call_id, "content": output}]
+    return [
+        {"role": "assistant", "content": f"Step {t}: next I run `{command.split(' ')[0]}`.", "tool_calls": [bash(call_id, command)]},
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
 
 
 def session(turns: int, system: str = SYSTEM, task: str = TASK, lines: int = 40) -> list[Message]:

@@ -28,7 +28,8 @@ async def run_until_archived(proxy: Any, fake: FakeUpstream, opening: list[dict[
 
 
 async def test_qwen_codes_environment_acknowledgement_and_request_stay_verbatim_and_the_task_is_the_request(
-        make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    make_proxy: MakeProxy, fake: FakeUpstream
+) -> None:
     proxy = await make_proxy(**CONFIG)
     opening = qwen_code()
     client, out = await run_until_archived(proxy, fake, opening)
@@ -57,8 +58,12 @@ async def test_a_history_of_user_messages_only_never_goes_over_the_window(make_p
     proxy = await make_proxy(**CONFIG)
     client = mini_swe_agent_text_mode(0)
     for k in range(120):
-        client.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\nfile_{k}.py\n"
-                                                  + " ".join(f"word{k}_{i}" for i in range(60)) + "\n</output>"})
+        client.append(
+            {
+                "role": "user",
+                "content": f"<returncode>0</returncode>\n<output>\nfile_{k}.py\n" + " ".join(f"word{k}_{i}" for i in range(60)) + "\n</output>",
+            }
+        )
         resp = await post(proxy, client)
         assert resp.status == 200
         out = forwarded(fake)
@@ -69,6 +74,7 @@ async def test_a_history_of_user_messages_only_never_goes_over_the_window(make_p
 
 async def test_the_metadata_tells_the_model_the_usage_and_tier_of_what_is_forwarded(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     import re
+
     proxy = await make_proxy(**CONFIG, layout={"metadata": True})
     client = qwen_code() + [m for t in range(60) for m in turn(t)]  # far over the window: archived in this request
     resp = await post(proxy, client)

@@ -49,7 +49,7 @@ async def test_a_session_at_the_red_line_is_archived_then_continues_from_the_sam
             assert resp.headers["X-Ruyi-Archived"] == "1"
             assert resp.headers["X-Ruyi-Tier"] != "archive"
             system, task = sent[-1][0], sent[-1][1]
-            assert system["content"].startswith(SYSTEM + "\n\n<ruyi-archive n=\"1\"") and task == client[1]
+            assert system["content"].startswith(SYSTEM + '\n\n<ruyi-archive n="1"') and task == client[1]
             tail = len(sent[-1]) - 2
             assert sent[-1][2:] == client[-tail:]  # the newest turns, verbatim
             assert tail >= 8  # at least the last 4 turns
@@ -82,8 +82,13 @@ async def test_an_ollama_session_is_archived_in_its_native_form(make_proxy: Make
     native = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
     for m in session(50)[2:]:
         if m["role"] == "assistant":
-            native.append({"role": "assistant", "content": m["content"],
-                           "tool_calls": [{"function": {"name": "bash", "arguments": json.loads(c["function"]["arguments"])}} for c in m["tool_calls"]]})
+            native.append(
+                {
+                    "role": "assistant",
+                    "content": m["content"],
+                    "tool_calls": [{"function": {"name": "bash", "arguments": json.loads(c["function"]["arguments"])}} for c in m["tool_calls"]],
+                }
+            )
         else:
             native.append({"role": "tool", "content": m["content"], "tool_name": "bash"})
     resp = await post(proxy, native, path="/api/chat")
@@ -153,8 +158,7 @@ def test_an_early_archive_pays_later_the_cheaper_a_cached_token_and_never_in_a_s
     assert round(cached) == 4000 + round((2 * 4000 * 300 / 0.1) ** 0.5)
 
 
-async def test_an_early_archive_over_http_finds_its_summary_made_in_the_background(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                                    data_dir: Any) -> None:
+async def test_an_early_archive_over_http_finds_its_summary_made_in_the_background(make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Any) -> None:
     from memory.store.sqlite_store import SQLiteStore
 
     window = 16000

@@ -55,8 +55,14 @@ def test_an_archive_comes_early_where_prefix_caching_makes_it_pay_and_finds_its_
             if mem is not None and mem.archived is not None:
                 usable = ruyi.contexts[0].measurement.budget.usable  # type: ignore[union-attr]
                 archives.append((turns, mem.archived.record, mem.prepared, usable))
-        result = replay(session(79, lines=20), None, OfflineRuyi(load_config(None, {}, {"archive.early": early}), "gpt-4o", window),
-                        window, Cl100kCounter(), Prices())
+        result = replay(
+            session(79, lines=20),
+            None,
+            OfflineRuyi(load_config(None, {}, {"archive.early": early}), "gpt-4o", window),
+            window,
+            Cl100kCounter(),
+            Prices(),
+        )
         runs[early] = archives, result.totals
     (early, early_totals), (late, late_totals) = runs[True], runs[False]
     assert early and late and early[0][0] < late[0][0]

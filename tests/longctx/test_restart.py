@@ -9,8 +9,17 @@ from tests.longctx.sessions import session
 
 
 def record(messages: list[dict], end: int, system: int = 0, number: int = 1, keep: tuple[int, ...] = ()) -> dict:
-    return {"id": f"a{number}", "number": number, "head": head_size(messages), "end": end, "end_link": chain_of(messages).links[end],
-            "system": system, "keep": list(keep), "block": "<ruyi-archive n=\"1\">summary</ruyi-archive>", "block_tokens": 12}
+    return {
+        "id": f"a{number}",
+        "number": number,
+        "head": head_size(messages),
+        "end": end,
+        "end_link": chain_of(messages).links[end],
+        "system": system,
+        "keep": list(keep),
+        "block": '<ruyi-archive n="1">summary</ruyi-archive>',
+        "block_tokens": 12,
+    }
 
 
 def test_the_newest_archive_whose_messages_the_request_still_carries_is_in_force() -> None:
@@ -28,7 +37,7 @@ def test_restart_keeps_the_head_adds_the_block_to_the_system_message_and_the_res
     chain = chain_of(messages)
     tokens = [10] * len(messages)
     view = restart(messages, chain.links, len(messages) - 2, tokens, sum(tokens) + 3, 2 * (sum(tokens) + 3), record(messages, 13))
-    assert view.messages[0]["content"] == messages[0]["content"] + "\n\n" + "<ruyi-archive n=\"1\">summary</ruyi-archive>"
+    assert view.messages[0]["content"] == messages[0]["content"] + "\n\n" + '<ruyi-archive n="1">summary</ruyi-archive>'
     assert view.messages[1] is messages[1] and view.messages[2:] == messages[14:]
     assert view.positions == (0, 1, *range(14, len(messages))) and view.links[2:] == chain.links[14:]
     assert view.message_tokens[0] == 22 and view.raw_tokens == sum(tokens) + 3 - 12 * 10 + 12
@@ -38,7 +47,7 @@ def test_restart_keeps_the_head_adds_the_block_to_the_system_message_and_the_res
 def test_without_a_system_message_the_archive_adds_one_and_content_parts_get_a_part() -> None:
     messages = session(6)[1:]
     view = restart(messages, chain_of(messages).links, 0, [5] * len(messages), 100, 100, record(messages, 5, system=INSERTED))
-    assert view.messages[0] == {"role": "system", "content": "<ruyi-archive n=\"1\">summary</ruyi-archive>"}
+    assert view.messages[0] == {"role": "system", "content": '<ruyi-archive n="1">summary</ruyi-archive>'}
     assert view.positions[:2] == (INSERTED, 0) and view.links[0] == "a1"
     parts = with_block({"role": "system", "content": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}]}, "B")
     assert parts["content"] == [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "B"}]
@@ -59,6 +68,5 @@ def test_the_task_an_archive_keeps_is_every_user_message_before_the_first_answer
     messages = session(3)[:1] + [demonstration, issue] + session(3)[2:]
     assert head_size(messages) == 3 and head_size(session(3)) == 2
     assert head_size([{"role": "user", "content": "hi"}]) == 1 and head_size([]) == 0
-    view = restart(messages, chain_of(messages).links, 0, [10] * len(messages), 10 * len(messages) + 3, 10 * len(messages) + 3,
-                   record(messages, 6))
+    view = restart(messages, chain_of(messages).links, 0, [10] * len(messages), 10 * len(messages) + 3, 10 * len(messages) + 3, record(messages, 6))
     assert view.messages[1:3] == [demonstration, issue]  # the issue stays verbatim, not only the demonstration before it

@@ -16,6 +16,10 @@ def test_a_huge_output_is_kept_as_head_and_tail_with_the_rest_named() -> None:
 
 
 def test_ordinary_messages_are_kept_whole() -> None:
-    message = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+    }
     assert capped(message) == message
     assert turns_of("a", "s", [message], 0, None)[0].body == message

@@ -39,8 +39,10 @@ def text_of(result: Any) -> str:
 
 
 def coding_session(turns: int, width: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
-                                      {"role": "user", "content": "Find why parse_header fails, then fix it."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Find why parse_header fails, then fix it."},
+    ]
     for n in range(turns):
         call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat src/mod{n}.py"})}}
         body = "\n".join(f"def handler_{n}_{i}(request): return route_{i}(request)  # {MARKER if n == 0 and i == 3 else ''}" for i in range(width))
@@ -54,8 +56,12 @@ async def send(http: aiohttp.ClientSession, url: str, messages: list[dict[str, A
 
 
 async def test_the_tools_and_a_placeholders_original(make_proxy: MakeProxy, fake: FakeUpstream, tmp_path: Path) -> None:
-    proxy = await make_proxy(store={"data_dir": str(tmp_path / "d")}, window={"models": {"gpt-4o*": 8000}},
-                             pruning={"strategies": {"truncation": {"max_tool_output_tokens": 300}}}, **KEYS)
+    proxy = await make_proxy(
+        store={"data_dir": str(tmp_path / "d")},
+        window={"models": {"gpt-4o*": 8000}},
+        pruning={"strategies": {"truncation": {"max_tool_output_tokens": 300}}},
+        **KEYS,
+    )
     url = base_url(proxy)
     messages = coding_session(3, 400)
     async with aiohttp.ClientSession() as http:
@@ -130,8 +136,11 @@ async def test_anchors_proposed_pending_and_cards(make_proxy: MakeProxy, tmp_pat
     proxy = await make_proxy(store={"data_dir": str(tmp_path / "d")}, **KEYS)
     url = base_url(proxy)
     async with mcp(url, "key-alice-0001") as session:
-        proposed = text_of(await session.call_tool("anchors", {"action": "propose", "type": "D", "title": "Use SQLite WAL",
-                                                               "fields": {"rationale": "readers never block the writer"}}))
+        proposed = text_of(
+            await session.call_tool(
+                "anchors", {"action": "propose", "type": "D", "title": "Use SQLite WAL", "fields": {"rationale": "readers never block the writer"}}
+            )
+        )
         assert "proposed D001 (pending" in proposed
         listed = text_of(await session.call_tool("anchors", {"action": "list"}))
         assert "D001 [pending] Use SQLite WAL" in listed
@@ -147,8 +156,11 @@ async def test_anchors_proposed_pending_and_cards(make_proxy: MakeProxy, tmp_pat
 async def test_keys_are_required_when_configured(make_proxy: MakeProxy) -> None:
     proxy = await make_proxy(**KEYS)
     async with aiohttp.ClientSession() as http:
-        async with http.post(base_url(proxy) + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                             headers={"Accept": "application/json, text/event-stream"}) as resp:
+        async with http.post(
+            base_url(proxy) + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        ) as resp:
             assert resp.status == 401
 
 
@@ -170,15 +182,22 @@ async def test_no_key_from_outside_loopback_gets_nothing(path: str, tmp_path: Pa
     from tests.http.test_local_only import over_unix_socket
 
     async for http in over_unix_socket(config_for(base_url(upstream)), tmp_path / "r.sock"):
-        async with http.post("http://ruyi" + path, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                             headers={"Accept": "application/json, text/event-stream"}) as resp:
+        async with http.post(
+            "http://ruyi" + path, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream"}
+        ) as resp:
             assert resp.status == 403
 
 
 async def test_placeholders_say_to_call_recall_when_the_request_offers_it(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy(window={"models": {"gpt-4o*": 8000}}, pruning={"strategies": {"truncation": {"max_tool_output_tokens": 300}}})
-    tool = {"type": "function", "function": {"name": "mcp__ruyi__recall", "description": "Get back what Ruyi took out.",
-                                             "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "mcp__ruyi__recall",
+            "description": "Get back what Ruyi took out.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+    }
     async with aiohttp.ClientSession() as http:
         for tools in ([], [tool]):
             body = {"model": "gpt-4o", "messages": coding_session(1, 400), "tools": tools}

@@ -23,8 +23,7 @@ Messages = list[dict[str, Any]]
 class RuyiProcess:
     """One `ruyi serve` in front of an upstream, its log in a file (JSON lines, never a full pipe)."""
 
-    def __init__(self, upstream: str, data_dir: Path, config: Mapping[str, Any], log: Path, level: str = "info",
-                 args: Sequence[str] = ()) -> None:
+    def __init__(self, upstream: str, data_dir: Path, config: Mapping[str, Any], log: Path, level: str = "info", args: Sequence[str] = ()) -> None:
         self.upstream, self.data_dir, self.log, self.level, self.args = upstream, data_dir, log, level, tuple(args)
         self.config_file = data_dir.parent / f"{data_dir.name}.yaml"
         self.config_file.write_text(json.dumps(dict(config)))  # JSON is YAML
@@ -36,8 +35,20 @@ class RuyiProcess:
         env = {**os.environ, "RUYI_DATA_DIR": str(self.data_dir), "RUYI_LOG_LEVEL": self.level}
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", self.upstream,
-                "--config", str(self.config_file), *self.args, stdout=log, stderr=log, env=env,
+                sys.executable,
+                "-m",
+                "proxy.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--upstream",
+                self.upstream,
+                "--config",
+                str(self.config_file),
+                *self.args,
+                stdout=log,
+                stderr=log,
+                env=env,
             )
         self.url = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as http:

@@ -26,8 +26,7 @@ async def send(proxy: Any, messages: list[dict[str, Any]], claude_session: str |
     if claude_session is not None:
         headers["X-Claude-Code-Session-Id"] = claude_session
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", headers=headers,
-                               json={"model": "gpt-4o", "messages": messages})
+        resp = await http.post(base_url(proxy) + "/v1/chat/completions", headers=headers, json={"model": "gpt-4o", "messages": messages})
         await resp.read()
         assert resp.status == 200
         return resp.headers["X-Ruyi-Session"]
@@ -64,8 +63,10 @@ def codex_turns(turns: int) -> list[dict[str, Any]]:
     """A Codex conversation's input after ``turns`` shell calls."""
     items: list[dict[str, Any]] = list(CODEX_TASK)
     for n in range(turns):
-        items += [{"type": "function_call", "call_id": f"call_{n}", "name": "shell", "arguments": json.dumps({"command": ["ls", f"d{n}"]})},
-                  {"type": "function_call_output", "call_id": f"call_{n}", "output": f"file_{n}.py"}]
+        items += [
+            {"type": "function_call", "call_id": f"call_{n}", "name": "shell", "arguments": json.dumps({"command": ["ls", f"d{n}"]})},
+            {"type": "function_call_output", "call_id": f"call_{n}", "output": f"file_{n}.py"},
+        ]
     return items
 
 
@@ -73,8 +74,13 @@ async def codex_send(proxy: Any, agent: str, items: list[dict[str, Any]], *, key
     """One Responses request from the openai client, as Codex sends it: its id as ``prompt_cache_key`` and/or a header."""
     client = openai.AsyncOpenAI(base_url=base_url(proxy) + "/v1", api_key="sk-test", max_retries=0, default_headers={"X-Ruyi-Agent": agent})
     extra = {"session-id": header} if header is not None else None
-    raw = await client.responses.with_raw_response.create(model="gpt-5-codex", instructions="You are Codex.", input=items,  # type: ignore[arg-type]
-                                                          prompt_cache_key=key if key is not None else openai.omit, extra_headers=extra)
+    raw = await client.responses.with_raw_response.create(
+        model="gpt-5-codex",
+        instructions="You are Codex.",
+        input=items,  # type: ignore[arg-type]
+        prompt_cache_key=key if key is not None else openai.omit,
+        extra_headers=extra,
+    )
     raw.parse()
     await client.close()
     return raw.headers["X-Ruyi-Session"]
@@ -100,7 +106,7 @@ async def test_codex_ids_name_its_sessions_within_the_agent(make_proxy: MakeProx
     await send("codex", codex_turns(2), "019a-bbbb")
     anonymous = await codex_send(proxy, "codex", codex_turns(3))  # no id: the chain index decides (it continues bbbb's)
     assert anonymous == "019a-bbbb"
-    compacted = [{"role": "user", "content": "Summary of the work so far: ls in d0."}, *codex_turns(4)[len(CODEX_TASK):]]
+    compacted = [{"role": "user", "content": "Summary of the work so far: ls in d0."}, *codex_turns(4)[len(CODEX_TASK) :]]
     again = await send("codex", compacted, "019a-aaaa")  # after a gap, its history rewritten by Codex's own compaction
     assert again == first
     assert await sessions_of(proxy, "codex") == {"019a-aaaa": 2, "019a-bbbb": 3}

@@ -139,9 +139,16 @@ def test_fingerprinter_keeps_hashes_not_the_messages() -> None:
     try:
         before = tracemalloc.get_traced_memory()[0]
         for i in range(8):  # eight tasks, each a 1 MiB task and a 1 MiB tool output
-            request = [system, {"role": "user", "content": f"task {i} " + "t" * 2**20},
-                       {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
-                       {"role": "tool", "tool_call_id": f"c{i}", "content": [{"type": "text", "text": f"out {i} " + "o" * 2**20}]}]
+            request = [
+                system,
+                {"role": "user", "content": f"task {i} " + "t" * 2**20},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+                },
+                {"role": "tool", "tool_call_id": f"c{i}", "content": [{"type": "text", "text": f"out {i} " + "o" * 2**20}]},
+            ]
             assert fingerprinter.chain(request) == chain_of(request)
             del request
         gc.collect()

@@ -23,8 +23,9 @@ CONFIG = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"
 async def vacuum(data_dir: Path) -> int:
     """`ruyi store vacuum` from another process, against the live database."""
     env = {**os.environ, "RUYI_DATA_DIR": str(data_dir)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.cli", "store", "vacuum", env=env,
-                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", "store", "vacuum", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
     return await proc.wait()
 
 

@@ -29,6 +29,8 @@ from tests.traces import load, requests_of, trace_files
 
 def trace() -> Path:
     return trace_files()[3]  # 43 requests; sticky decisions (an archive, pruning) early on at this window
+
+
 CONFIG = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}}
 """Recall adds to the newest message what the store had written by then (off the request path): not compared here."""
 BURST = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
@@ -137,7 +139,9 @@ def test_store_vacuum_removes_what_is_older_than_ttl(tmp_path: Path, days: int) 
     registry.store.close()  # type: ignore[union-attr]
     age = f"import time; time.time = lambda: {clock[0] + days * 86400}"  # the command runs `days` later
     code = f"{age}\nimport sys\nfrom proxy.cli import main\nsys.exit(main(['store', 'vacuum']))"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={"RUYI_DATA_DIR": str(data), "PATH": "/usr/bin:/bin"})
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={"RUYI_DATA_DIR": str(data), "PATH": "/usr/bin:/bin"}
+    )
     assert res.returncode == 0, res.stderr
     gone = days > 14
     assert f"removed {int(gone)} session(s) unseen for 14 days" in res.stdout

@@ -22,9 +22,15 @@ def conversation(marker: str, turns: int = 2) -> list[dict[str, Any]]:
     """Tool outputs long enough to be truncated, each line carrying a marker (kept in refs and decisions)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": f"task {marker}"}]
     for i in range(turns):
-        call = {"id": f"call_{marker}_{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat {marker}.log"})}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": call["id"], "content": "\n".join(f"{marker} row {n}" for n in range(300))}]
+        call = {
+            "id": f"call_{marker}_{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"cat {marker}.log"})},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "\n".join(f"{marker} row {n}" for n in range(300))},
+        ]
     return messages
 
 
@@ -32,8 +38,9 @@ async def replay(http: aiohttp.ClientSession, proxy: TestServer, marker: str, ag
     """Every prefix of the conversation as its agent sent it; the session's id."""
     messages = conversation(marker)
     for end in (4, len(messages)):
-        async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages[:end]},
-                             headers={"X-Ruyi-Agent": agent}) as resp:
+        async with http.post(
+            base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages[:end]}, headers={"X-Ruyi-Agent": agent}
+        ) as resp:
             assert resp.status == 200
             session = resp.headers["X-Ruyi-Session"]
     return session
@@ -69,8 +76,9 @@ async def test_delete_a_session_removes_everything_stored_for_it(make_proxy: Mak
 
 
 async def ruyi(*args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.cli", *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, env=dict(os.environ))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=dict(os.environ)
+    )
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode()
 
@@ -114,15 +122,15 @@ def rows_holding(url: str, text: str) -> dict[str, int]:
     with psycopg.connect(url) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()]
         for table in tables:
-            row = conn.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s OR t::text LIKE %s',
-                               (f"%{text}%", f"%{text.encode().hex()}%")).fetchone()
+            row = conn.execute(
+                f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s OR t::text LIKE %s', (f"%{text}%", f"%{text.encode().hex()}%")
+            ).fetchone()
             if row[0]:
                 found[table] = row[0]
     return found
 
 
-async def test_on_postgres_delete_and_ruyi_store_forget_leave_no_row_holding_it(make_proxy: MakeProxy, pg_url: str,
-                                                                                monkeypatch: Any) -> None:
+async def test_on_postgres_delete_and_ruyi_store_forget_leave_no_row_holding_it(make_proxy: MakeProxy, pg_url: str, monkeypatch: Any) -> None:
     store = {"backend": "postgres", "url": pg_url}
     proxy = await make_proxy(store=store, **PRUNE)
     async with aiohttp.ClientSession() as http:

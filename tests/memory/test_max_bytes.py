@@ -29,10 +29,17 @@ def fill(path: Path) -> None:
         for i in range(SESSIONS):
             key = ("a", f"s{i:02}")
             seen = time.time() - 3600 + i  # within sessions.ttl_days: the daily sweep keeps them all
-            store.write(Changes(sessions=[SessionRecord(*key, created_at=seen, last_seen=seen)],
-                                chains=[ChainUpdate(*key, 0, ("l0", "l1"), False)], decisions=[(*key, "l1", [{"target": "x"}])]))
-            recall.write_background([Turn(*key, t, f"h{t}", "tool", {"role": "tool", "content": TEXT}, TEXT) for t in range(60)]
-                                    + [ChunkRow(*key, f"c{c}", c, c, "tool", (), (), "line", TEXT) for c in range(10)])
+            store.write(
+                Changes(
+                    sessions=[SessionRecord(*key, created_at=seen, last_seen=seen)],
+                    chains=[ChainUpdate(*key, 0, ("l0", "l1"), False)],
+                    decisions=[(*key, "l1", [{"target": "x"}])],
+                )
+            )
+            recall.write_background(
+                [Turn(*key, t, f"h{t}", "tool", {"role": "tool", "content": TEXT}, TEXT) for t in range(60)]
+                + [ChunkRow(*key, f"c{c}", c, c, "tool", (), (), "line", TEXT) for c in range(10)]
+            )
     finally:
         recall.close()
         store.close()

@@ -37,8 +37,12 @@ def test_two_character_chinese_words_match_which_the_trigram_tokenizer_never_doe
 
 def test_code_identifiers_and_paths_match_as_phrases(make_recall: MakeRecall) -> None:
     recall = make_recall()
-    recall.write_background([chunk("a", "s", "c1", "changed src/cli/parse_args.py: ParseArgs now rejects --verbose=0"),
-                             chunk("a", "s", "c2", "read tests/test_args.py; the args parse fine")])
+    recall.write_background(
+        [
+            chunk("a", "s", "c1", "changed src/cli/parse_args.py: ParseArgs now rejects --verbose=0"),
+            chunk("a", "s", "c2", "read tests/test_args.py; the args parse fine"),
+        ]
+    )
     assert [h.ref for h in recall.search("a", "s", "parse_args")] == ["c1"]
     assert recall.search("a", "s", "ParseArgs")[0].ref == "c1"
     assert recall.search("a", "s", "src/cli/parse_args.py")[0].ref == "c1"
@@ -63,20 +67,37 @@ def test_the_store_migrates_recall_in_and_removes_it_with_its_session(make_store
     recall.write_background([chunk("a", "s", "c1", "needle_value")])
     assert recall.search("a", "s", "needle_value")
     from memory.store.base import Changes, SessionRecord
+
     store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
     assert store.expire(time.time(), 10) == [("a", "s")]
     assert recall.search("a", "s", "needle_value") == [] and recall.chunks("a", "s") == []
 
 
 CORPUS = [
-    "修复了内存泄漏，然后更新配置文件。", "配置文件在 config/default.yaml 里，内存上限是 4 GiB",
-    "changed src/cli/parse_args.py: ParseArgs now rejects --verbose=0", "read tests/test_args.py; the args parse fine",
-    "the parser leaks memory when parse_args is called twice", "数据库迁移失败：schema_version 比代码新",
-    "ran pytest tests/memory -q: 3 failed in test_recall.py", "用户希望回答简短，用中文", "内存 内存 内存 重复的词",
-    "PostgreSQL 15 at 127.0.0.1:5432, database test", "grep -rn parse_args src/ found two callers",
+    "修复了内存泄漏，然后更新配置文件。",
+    "配置文件在 config/default.yaml 里，内存上限是 4 GiB",
+    "changed src/cli/parse_args.py: ParseArgs now rejects --verbose=0",
+    "read tests/test_args.py; the args parse fine",
+    "the parser leaks memory when parse_args is called twice",
+    "数据库迁移失败：schema_version 比代码新",
+    "ran pytest tests/memory -q: 3 failed in test_recall.py",
+    "用户希望回答简短，用中文",
+    "内存 内存 内存 重复的词",
+    "PostgreSQL 15 at 127.0.0.1:5432, database test",
+    "grep -rn parse_args src/ found two callers",
 ]
-QUERIES = ["内存", "配置文件 内存", "parse_args", "src/cli/parse_args.py", "schema_version 迁移", "用中文回答", "ParseArgs tests",
-           "database 127.0.0.1", "nothing here matches", "test_recall.py failed"]
+QUERIES = [
+    "内存",
+    "配置文件 内存",
+    "parse_args",
+    "src/cli/parse_args.py",
+    "schema_version 迁移",
+    "用中文回答",
+    "ParseArgs tests",
+    "database 127.0.0.1",
+    "nothing here matches",
+    "test_recall.py failed",
+]
 
 
 def test_both_backends_find_the_same_hits_chinese_included(pg_url: str) -> None:
@@ -134,8 +155,29 @@ def test_random_texts_and_queries_match_alike_on_both_backends(pg_url: str, seed
     import random
 
     rng = random.Random(seed)
-    words = ["内存", "泄漏", "配置文件", "数据库", "迁移", "parse_args", "src/cli/main.py", "ValueError", "schema_version", "pytest",
-             "tests/test_store.py", "the", "fix", "ruyi.db", "127.0.0.1", "修复了", "カタカナ", "한국어", "Über", "café", "x86_64"]
+    words = [
+        "内存",
+        "泄漏",
+        "配置文件",
+        "数据库",
+        "迁移",
+        "parse_args",
+        "src/cli/main.py",
+        "ValueError",
+        "schema_version",
+        "pytest",
+        "tests/test_store.py",
+        "the",
+        "fix",
+        "ruyi.db",
+        "127.0.0.1",
+        "修复了",
+        "カタカナ",
+        "한국어",
+        "Über",
+        "café",
+        "x86_64",
+    ]
     lite, pg = Recall(), PgRecall(pg_url)
     for i in range(40):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))

@@ -170,8 +170,11 @@ def test_random_histories_resolve_alike_with_restarts_and_a_tiny_cache(seed: int
     """Continuations, rewinds, rewritten histories, explicit session ids, two agents: a registry over the
     store that restarts at random and keeps 3 sessions in memory answers exactly as one that never forgets."""
     rng = random.Random(seed)
-    threads = [[{"role": "system", "content": "sys"}, {"role": "user", "content": f"task {t}"}]
-               + [{"role": "assistant" if i % 2 == 0 else "user", "content": f"t{t} m{i}"} for i in range(30)] for t in range(3)]
+    threads = [
+        [{"role": "system", "content": "sys"}, {"role": "user", "content": f"task {t}"}]
+        + [{"role": "assistant" if i % 2 == 0 else "user", "content": f"t{t} m{i}"} for i in range(30)]
+        for t in range(3)
+    ]
     reference = SessionRegistry(SessionOptions(max=10_000))
     durable_one = SessionRegistry(SessionOptions(max=3), store=make_store())
     same: dict[str, str] = {}  # reference session id → durable session id

@@ -20,6 +20,7 @@ from tests.traces import load, requests_of, trace_files
 CONFIG: dict[str, Any] = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}}
 """As the restart test's: sticky decisions and an archive early on; recall (written off the path) not compared."""
 
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def shared(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The replicas' config: one SQLite file, or one PostgreSQL database (skipped without a server)."""
@@ -59,7 +60,8 @@ async def single_run(url: str, tmp_path: Path, fake: FakeUpstream, requests: Seq
 
 
 async def test_two_replicas_alternating_forward_what_one_process_forwards(
-        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
+    upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]
+) -> None:
     requests = requests_of(load(trace())["messages"])
     ids = [f"req-{i}" for i in range(len(requests))]
     url = base_url(upstream) + "/v1"
@@ -80,7 +82,8 @@ async def test_two_replicas_alternating_forward_what_one_process_forwards(
 
 
 async def test_a_replica_killed_mid_session_the_other_carries_on_byte_identically(
-        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
+    upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]
+) -> None:
     requests = requests_of(load(trace())["messages"])
     ids = [f"req-{i}" for i in range(len(requests))]
     url = base_url(upstream) + "/v1"
@@ -103,7 +106,8 @@ async def test_a_replica_killed_mid_session_the_other_carries_on_byte_identicall
 
 
 async def test_a_replica_killed_mid_request_the_client_retries_on_the_other_with_the_same_bytes(
-        upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]) -> None:
+    upstream: TestServer, fake: FakeUpstream, tmp_path: Path, shared: dict[str, Any]
+) -> None:
     """Killed after it forwarded (its decisions durable) and before it answered: the client's retry on the other
     replica forwards the very bytes the dead one did, and the session goes on as one process's would."""
     requests = requests_of(load(trace())["messages"])
@@ -130,4 +134,4 @@ async def test_a_replica_killed_mid_request_the_client_retries_on_the_other_with
     assert await replicas[1].stop() == 0
     got = [body for _, body in forwarded(fake)]
     assert got[cut] == got[cut + 1] == expected[cut]  # what the dead replica sent, and the retry, byte for byte
-    assert got[: cut + 1] + got[cut + 2:] == expected
+    assert got[: cut + 1] + got[cut + 2 :] == expected

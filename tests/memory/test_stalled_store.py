@@ -27,8 +27,11 @@ async def stats(proxy: Any) -> dict[str, Any]:
 
 
 async def send(http: aiohttp.ClientSession, proxy: Any, agent: str, messages: list[dict[str, Any]]) -> tuple[int, str]:
-    async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                         headers={"X-Ruyi-Agent": agent, "X-Request-Id": f"{agent}-{len(messages)}"}) as r:
+    async with http.post(
+        base_url(proxy) + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": messages},
+        headers={"X-Ruyi-Agent": agent, "X-Request-Id": f"{agent}-{len(messages)}"},
+    ) as r:
         await r.read()
         return r.status, r.headers.get("X-Ruyi-Session", "")
 
@@ -51,8 +54,7 @@ async def settled(proxy: Any) -> dict[str, Any]:
     raise AssertionError(f"what waited never landed: {now}")
 
 
-async def test_a_held_database_never_holds_requests_and_what_waits_lands_after(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                               data_dir: Path) -> None:
+async def test_a_held_database_never_holds_requests_and_what_waits_lands_after(make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:
     # busy_timeout_ms as shipped: without a deadline each of these writes would wait 5 s, one after the other
     proxy = await make_proxy(window=WINDOW, pruning={"economic": False}, store={"deadline_ms": 200})
     async with aiohttp.ClientSession() as http:

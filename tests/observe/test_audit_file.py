@@ -21,8 +21,7 @@ SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 async def chat(proxy: Any, messages: list[dict[str, Any]], model: str = "gpt-4o") -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": model, "messages": messages},
-                               headers={"X-Ruyi-Agent": "a"})
+        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": model, "messages": messages}, headers={"X-Ruyi-Agent": "a"})
         await resp.read()
         assert resp.status == 200
         return resp

@@ -46,17 +46,29 @@ def one_connection() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
 
 
-async def chat(proxy: Any, messages: list[dict[str, Any]], model: str = "gpt-4o", agent: str = "a", stream: bool = False,
-               headers: dict[str, str] | None = None, http: aiohttp.ClientSession | None = None) -> aiohttp.ClientResponse:
+async def chat(
+    proxy: Any,
+    messages: list[dict[str, Any]],
+    model: str = "gpt-4o",
+    agent: str = "a",
+    stream: bool = False,
+    headers: dict[str, str] | None = None,
+    http: aiohttp.ClientSession | None = None,
+) -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as own:
-        resp = await (http or own).post(base_url(proxy) + "/v1/chat/completions", json={"model": model, "messages": messages, "stream": stream},
-                               headers={"X-Ruyi-Agent": agent, **(headers or {})})
+        resp = await (http or own).post(
+            base_url(proxy) + "/v1/chat/completions",
+            json={"model": model, "messages": messages, "stream": stream},
+            headers={"X-Ruyi-Agent": agent, **(headers or {})},
+        )
         await resp.read()
         return resp
 
 
 async def test_requests_tokens_batches_and_latency_are_counted(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    proxy = await make_proxy(window=WINDOW, pruning={"economic": False}, routes=[{"model": "llama*", "url": "http://127.0.0.1:9/v1", "kind": "openai"}])
+    proxy = await make_proxy(
+        window=WINDOW, pruning={"economic": False}, routes=[{"model": "llama*", "url": "http://127.0.0.1:9/v1", "kind": "openai"}]
+    )
     _, _, empty = await scrape(proxy)
     assert value(samples(empty), "ruyi_requests_total", endpoint="/v1/chat/completions", route="default", dialect="openai", status="200") == 0
     async with one_connection() as http:

@@ -23,9 +23,13 @@ def test_a_value_on_a_bound_counts_in_that_bucket_and_buckets_cumulate() -> None
 def test_unknown_strategies_reasons_and_routes_are_folded_into_other() -> None:
     default, gpt = Route(), Route(model="gpt-*", url="https://api.openai.com/v1", kind="openai")
     m = RequestMetrics(route_labels(default, (gpt,)))
-    facts = {"tokens_before": 100, "tokens_after": 60, "tier": "normal",
-             "dcp": {"applied": True, "batch": "brand-new-kind", "strategies": {"someday": {"tokens_saved": 40}}},
-             "archive": {"reason": "who-knows", "summary_source": "an-oracle", "tokens_before": 100, "tokens_after": 60}}
+    facts = {
+        "tokens_before": 100,
+        "tokens_after": 60,
+        "tier": "normal",
+        "dcp": {"applied": True, "batch": "brand-new-kind", "strategies": {"someday": {"tokens_saved": 40}}},
+        "archive": {"reason": "who-knows", "summary_source": "an-oracle", "tokens_before": 100, "tokens_after": 60},
+    }
     m.record("/v1/chat/completions", Route(model="never-configured"), "openai", 200, facts, None, None)
     m.record("/v1/chat/completions", gpt, "openai", 200, facts, 5.0, 1.0)
     registry = CollectorRegistry(auto_describe=False)

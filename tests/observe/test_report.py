@@ -21,8 +21,9 @@ LONG = {"window": {"models": {"gpt-4o*": 8000}}, "calibration": {"min_ratio": 0.
 
 async def chat(proxy: Any, messages: list[dict[str, Any]], agent: str) -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                               headers={"X-Ruyi-Agent": agent})
+        resp = await http.post(
+            base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, headers={"X-Ruyi-Agent": agent}
+        )
         await resp.read()
         assert resp.status == 200
         return resp
@@ -60,8 +61,16 @@ async def test_the_report_of_a_store_filled_by_real_requests(make_proxy: MakePro
     capsys.readouterr()
     assert main(["report"]) == 0
     text = capsys.readouterr().out
-    for heading in ("# Ruyi health report", "## Requests", "## Overflows", "## Tokens and cost", "## Pruning and archives",
-                    "## Summarizer", "## Latency (ms)", "## Top sessions by tokens"):
+    for heading in (
+        "# Ruyi health report",
+        "## Requests",
+        "## Overflows",
+        "## Tokens and cost",
+        "## Pruning and archives",
+        "## Summarizer",
+        "## Latency (ms)",
+        "## Top sessions by tokens",
+    ):
         assert heading in text
     assert archived.headers["X-Ruyi-Session"] in text and "- prevented: 1 " in text and "over_window 1" in text
 

@@ -22,8 +22,10 @@ KINDS = {
     "bearer": ('curl -H "Authorization: Bearer eyTok3nAbC.d3fGhI-jKl" https://api', "eyTok3nAbC.d3fGhI-jKl"),
     "bearer in a log line": ("sent Authorization: Bearer 9f8e7d6c5b4a39281706 upstream", "9f8e7d6c5b4a39281706"),
     "basic auth header": ("Authorization: Basic dXNlcjpwYXNzd29yZDEyMw==", "dXNlcjpwYXNzd29yZDEyMw"),
-    "private key": ("-----BEGIN OPENSSH PRIVATE KEY-----\n" + "b3BlbnNzaC1rZXktdjEAAAAA\n" * 4 + "-----END OPENSSH PRIVATE KEY-----",
-                    "b3BlbnNzaC1rZXktdjEAAAAA"),
+    "private key": (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "b3BlbnNzaC1rZXktdjEAAAAA\n" * 4 + "-----END OPENSSH PRIVATE KEY-----",
+        "b3BlbnNzaC1rZXktdjEAAAAA",
+    ),
     "password in url": ("DATABASE_URL=postgres://app:Pl4inT3xtPw@db:5432/x", "Pl4inT3xtPw"),
     "password assigned": ('password: "correct-horse-battery"', "correct-horse-battery"),
     "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "dozjgNryP4J3jVmNHl0w5N"),
@@ -36,6 +38,8 @@ KINDS = {
     "mysqldump quoted -p": ("mysqldump -u app -p'Qu0ted Pw' shop", "Qu0ted Pw"),
     "sshpass -p": ("sshpass -p Hunter2pass ssh deploy@host", "Hunter2pass"),
     "redis-cli -a": ("redis-cli -h cache -a R3disPassw0rd ping", "R3disPassw0rd"),
-    "value after a labelled key": ("aws_secret: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                                   "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    "value after a labelled key": (
+        "aws_secret: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
 }

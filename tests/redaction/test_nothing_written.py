@@ -26,16 +26,17 @@ def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
 
 
 def turn(tool_call: dict[str, Any], output: str) -> list[dict[str, Any]]:
-    return [{"role": "assistant", "content": None, "tool_calls": [tool_call]},
-            {"role": "tool", "tool_call_id": tool_call["id"], "content": output}]
+    return [{"role": "assistant", "content": None, "tool_calls": [tool_call]}, {"role": "tool", "tool_call_id": tool_call["id"], "content": output}]
 
 
 def session_with_secrets() -> list[dict[str, Any]]:
     """Every kind in a command (a placeholder's label), at the head and tail of a long output (truncation,
     first lines), in a write's arguments (a long one replaced, a short one kept), read twice (dedup), and
     in a failed call's error lines (purge_errors)."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
-                                      {"role": "user", "content": "Set up the deployment credentials and check them."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Set up the deployment credentials and check them."},
+    ]
     for i, kind in enumerate(sorted(KINDS)):
         text, _ = KINDS[kind]
         one_line = text.replace("\n", " ")
@@ -44,7 +45,9 @@ def session_with_secrets() -> list[dict[str, Any]]:
         messages += turn(call("Read", f"r{i}", file_path=f"/srv/app/conf{i}.env"), f"{text}\n{SHORT}")
         messages += turn(call("Read", f"s{i}", file_path=f"/srv/app/conf{i}.env"), f"{text}\n{SHORT}")
         trace = "Traceback (most recent call last):\n" + "\n".join(f'  File "/srv/m{n}.py", line {n}, in f' for n in range(12))
-        messages += turn(call("bash", f"e{i}", command=f"deploy --token {one_line}"), f"{trace}\nRuntimeError: rejected {one_line}\n<returncode>1</returncode>")
+        messages += turn(
+            call("bash", f"e{i}", command=f"deploy --token {one_line}"), f"{trace}\nRuntimeError: rejected {one_line}\n<returncode>1</returncode>"
+        )
     for n in range(5):  # turns after the last failure, so its error is purged
         messages += turn(call("bash", f"t{n}", command=f"ls /srv/{n}"), f"file_{n}.txt")
     return messages

@@ -23,14 +23,17 @@ def test_each_kind_is_redacted(kind: str) -> None:
     assert redact(out) == out
 
 
-@pytest.mark.parametrize("text", [
-    "commit 3f786850e387550fdab836ed7e6dc881de23001b (HEAD -> main)",
-    "id 123e4567-e89b-12d3-a456-426614174000 sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-    '{"prompt_tokens": 123456, "max_tokens": 4000} tokens_after=1234567 key_count: 12345678',
-    "the bearer of bad news had basic functionality and a token gesture",
-    "http://127.0.0.1:11434/api/chat and https://github.com/org/repo@main",
-    "base64 payload aGVsbG8gd29ybGQgdGhpcyBpcyBub3QgYSBzZWNyZXQgYXQgYWxs==",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b (HEAD -> main)",
+        "id 123e4567-e89b-12d3-a456-426614174000 sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        '{"prompt_tokens": 123456, "max_tokens": 4000} tokens_after=1234567 key_count: 12345678',
+        "the bearer of bad news had basic functionality and a token gesture",
+        "http://127.0.0.1:11434/api/chat and https://github.com/org/repo@main",
+        "base64 payload aGVsbG8gd29ybGQgdGhpcyBpcyBub3QgYSBzZWNyZXQgYXQgYWxs==",
+    ],
+)
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact(text) == text
 
@@ -100,10 +103,13 @@ def test_short_texts_are_remembered_and_still_redacted_every_time() -> None:
     assert "A1b2C3d4" not in redact(long)
 
 
-@pytest.mark.parametrize("text", [
-    "mysql -h db -P3306 -u app -p shop",  # -P is the port; a bare -p asks for the password
-    "sshpass -f ~/.pw ssh host",
-    '{"max_tokens": 4000, "token_count": 12}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql -h db -P3306 -u app -p shop",  # -P is the port; a bare -p asks for the password
+        "sshpass -f ~/.pw ssh host",
+        '{"max_tokens": 4000, "token_count": 12}',
+    ],
+)
 def test_cli_and_quoted_rules_leave_ordinary_text(text: str) -> None:
     assert redact(text) == text

@@ -44,8 +44,9 @@ def test_an_offline_session_keeps_its_stable_part_and_counts_it_in_the_window() 
     keeper.close()
 
 
-def test_ruyi_replay_lays_requests_out_with_an_agents_memory_from_the_store(data_dir: Path, tmp_path: Path,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_ruyi_replay_lays_requests_out_with_an_agents_memory_from_the_store(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     keeper = Keeper(data_dir / "ruyi.db", NotebookOptions(), None)
     keeper.notebook.add("project-a", "user", "prefers small diffs")
     keeper.close()

@@ -204,7 +204,10 @@ def test_a_message_whose_previous_copy_carried_a_block_of_ruyis_is_still_a_cache
     system, user = {"role": "system", "content": "S"}, {"role": "user", "content": "run the tests"}
     blocked = {"role": "user", "content": "run the tests\n\n<ruyi-context>\n- time: now\n</ruyi-context>"}
     parts = {"role": "user", "content": [{"type": "text", "text": "run the tests"}]}
-    parts_blocked = {"role": "user", "content": [{"type": "text", "text": "run the tests"}, {"type": "text", "text": "<ruyi-context>x</ruyi-context>"}]}
+    parts_blocked = {
+        "role": "user",
+        "content": [{"type": "text", "text": "run the tests"}, {"type": "text", "text": "<ruyi-context>x</ruyi-context>"}],
+    }
     reply = {"role": "assistant", "content": "ok"}
     assert cached_prefix([canonical(system), canonical(blocked)], [canonical(m) for m in (system, user, reply)], [5, 6, 7], 0) == 11
     assert cached_prefix([canonical(parts_blocked)], [canonical(parts), canonical(reply)], [6, 7], 0) == 6

@@ -21,8 +21,11 @@ from proxy.rewrite.steps import default_steps
 from tests.conftest import MakeProxy, base_url, config_for
 from tests.fake_upstream import FakeUpstream
 
-TINY = {"window": {"models": {"gpt-4o*": 1000}, "reserve_min_tokens": 100},
-        "pruning": {"economic": False, "clear_at_least": 0.0, "protected_turns": 1}, "archive": {"enabled": False}}
+TINY = {
+    "window": {"models": {"gpt-4o*": 1000}, "reserve_min_tokens": 100},
+    "pruning": {"economic": False, "clear_at_least": 0.0, "protected_turns": 1},
+    "archive": {"enabled": False},
+}
 """Every request is over the prune tier, so a batch runs on each one and takes what the strategies find (no archive:
 pruning on its own)."""
 
@@ -40,14 +43,21 @@ def parallel_writes(reads: int, more: int = 0) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Write a.py and b.py"},
-        {"role": "assistant", "content": "Writing both.", "tool_calls": [
-            call("call_wa", "Write", file_path="/w/a.py", content=module("a")),
-            call("call_wb", "Write", file_path="/w/b.py", content=module("b"))]},
+        {
+            "role": "assistant",
+            "content": "Writing both.",
+            "tool_calls": [
+                call("call_wa", "Write", file_path="/w/a.py", content=module("a")),
+                call("call_wb", "Write", file_path="/w/b.py", content=module("b")),
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_wa", "content": "File created successfully at: /w/a.py"},
         {"role": "tool", "tool_call_id": "call_wb", "content": "File created successfully at: /w/b.py"},
     ]
     for name in "ab"[:reads]:
-        messages.append({"role": "assistant", "content": f"Checking {name}.py.", "tool_calls": [call(f"call_r{name}", "Read", file_path=f"/w/{name}.py")]})
+        messages.append(
+            {"role": "assistant", "content": f"Checking {name}.py.", "tool_calls": [call(f"call_r{name}", "Read", file_path=f"/w/{name}.py")]}
+        )
         messages.append({"role": "tool", "tool_call_id": f"call_r{name}", "content": module(name)})
     for i in range(more):
         messages.append({"role": "assistant", "content": f"Step {i}.", "tool_calls": [call(f"call_l{i}", "Bash", command=f"ls /w/d{i}")]})
@@ -57,8 +67,9 @@ def parallel_writes(reads: int, more: int = 0) -> list[dict[str, Any]]:
 
 async def post(proxy: Any, messages: list[dict[str, Any]]) -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                               headers={"X-Ruyi-Agent": "a"})
+        resp = await http.post(
+            base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, headers={"X-Ruyi-Agent": "a"}
+        )
         await resp.read()
         assert resp.status == 200
         return resp
@@ -118,8 +129,11 @@ def rereads(turns: int) -> list[dict[str, Any]]:
 
 async def send(proxy: Any, messages: list[dict[str, Any]], agent: str = "a", mode: str = "on") -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                               headers={"X-Ruyi-Agent": agent, "X-Ruyi-Mode": mode})
+        resp = await http.post(
+            base_url(proxy) + "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": messages},
+            headers={"X-Ruyi-Agent": agent, "X-Ruyi-Mode": mode},
+        )
         await resp.read()
         assert resp.status == 200
         return resp
@@ -155,13 +169,16 @@ def lock(db: Path) -> sqlite3.Connection:
 
 
 async def test_a_failed_durable_write_forwards_the_clients_bytes_and_keeps_no_decision(
-        make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:
+    make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path
+) -> None:
     proxy = await make_proxy(window=WINDOW, pruning={"economic": False}, store={"busy_timeout_ms": 0})
     body = {"model": "gpt-4o", "messages": rereads(13)}
     raw = json.dumps(body).encode()
     other = lock(data_dir / "ruyi.db")
     async with aiohttp.ClientSession() as http:
-        async with http.post(base_url(proxy) + "/v1/chat/completions", data=raw, headers={"X-Ruyi-Agent": "a", "Content-Type": "application/json"}) as r:
+        async with http.post(
+            base_url(proxy) + "/v1/chat/completions", data=raw, headers={"X-Ruyi-Agent": "a", "Content-Type": "application/json"}
+        ) as r:
             assert r.status == 200
             assert r.headers["X-Ruyi-Tokens-After"] == r.headers["X-Ruyi-Tokens-Before"]
     assert fake.last().body == raw, "the client's own bytes"
@@ -202,8 +219,7 @@ def ollama_native(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_a_failed_dialect_rewrite_forwards_the_clients_bytes_and_keeps_no_decision(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     cfg = config_for("http://127.0.0.1:1", "ollama", window=WINDOW, pruning={"economic": False})
-    proxy = await make_proxy("ollama", window=WINDOW, pruning={"economic": False},
-                             steps=[*default_steps(cfg), DropsTheLastMessageOnce()])
+    proxy = await make_proxy("ollama", window=WINDOW, pruning={"economic": False}, steps=[*default_steps(cfg), DropsTheLastMessageOnce()])
     raw = json.dumps({"model": "llama3", "messages": ollama_native(rereads(13)), "stream": False}).encode()
     async with aiohttp.ClientSession() as http:
         for _ in range(2):
@@ -230,8 +246,16 @@ async def test_the_unsaved_backlog_is_bounded_while_the_store_fails(make_proxy: 
     writes = (await stats(proxy))["store_writes"]
     assert writes["failed"] >= 1 and writes["dropped"] > 0 and writes["unsaved"] <= 20
     other.execute("ROLLBACK")
-    resp = await send(proxy, [{"role": "user", "content": "task 29"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"},
-                              {"role": "assistant", "content": "done"}, {"role": "user", "content": "thanks"}])
+    resp = await send(
+        proxy,
+        [
+            {"role": "user", "content": "task 29"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "thanks"},
+        ],
+    )
     assert resp.headers["X-Ruyi-Session"]
     await measurer.drain()
     for _ in range(200):  # the background writer retries what waits (backing off while the store was held): it lands
@@ -252,8 +276,9 @@ async def test_one_scale_with_an_upstream_that_counts_fewer_tokens(make_proxy: M
     pruned = 0
     for turns in range(1, 22):
         async with aiohttp.ClientSession() as http:
-            async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": rereads(turns)},
-                                 headers={"X-Ruyi-Agent": "a"}) as r:
+            async with http.post(
+                base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": rereads(turns)}, headers={"X-Ruyi-Agent": "a"}
+            ) as r:
                 reported = (await r.json())["usage"]["prompt_tokens"]
                 before, after = int(r.headers["X-Ruyi-Tokens-Before"]), int(r.headers["X-Ruyi-Tokens-After"])
                 tier = r.headers["X-Ruyi-Tier"]

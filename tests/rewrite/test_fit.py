@@ -25,9 +25,12 @@ def lines(tag: str, n: int) -> str:
 def session(thinking: str) -> list[dict[str, Any]]:
     """A first request whose newest turn is the agent's own long reasoning before a call, then the call's short output."""
     call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "make"}'}}
-    return [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Why does the build fail?"},
-            {"role": "assistant", "content": thinking, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "make: *** [all] Error 1"}]
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Why does the build fail?"},
+        {"role": "assistant", "content": thinking, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "make: *** [all] Error 1"},
+    ]
 
 
 async def test_the_newest_turn_too_big_for_a_4k_window_is_cut_and_its_original_kept(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
@@ -99,19 +102,33 @@ async def test_the_cut_is_written_back_into_anthropic_and_responses_bodies(make_
     async with aiohttp.ClientSession() as http:
         if wire == "anthropic":
             proxy = await make_proxy("anthropic", window=SMALL)
-            body: dict[str, Any] = {"model": "claude-opus-4-5", "max_tokens": 100, "messages": [
-                {"role": "user", "content": "Why does the build fail?"},
-                {"role": "assistant", "content": [{"type": "text", "text": thinking},
-                                                  {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "make"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error 1"}]}]}
+            body: dict[str, Any] = {
+                "model": "claude-opus-4-5",
+                "max_tokens": 100,
+                "messages": [
+                    {"role": "user", "content": "Why does the build fail?"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": thinking},
+                            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "make"}},
+                        ],
+                    },
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error 1"}]},
+                ],
+            }
             path = "/v1/messages"
         else:
             proxy = await make_proxy(window=SMALL)
-            body = {"model": "gpt-4o", "input": [
-                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Why does the build fail?"}]},
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": thinking}]},
-                {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"command": "make"}'},
-                {"type": "function_call_output", "call_id": "call_1", "output": "Error 1"}]}
+            body = {
+                "model": "gpt-4o",
+                "input": [
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Why does the build fail?"}]},
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": thinking}]},
+                    {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"command": "make"}'},
+                    {"type": "function_call_output", "call_id": "call_1", "output": "Error 1"},
+                ],
+            }
             path = "/v1/responses"
         async with http.post(base_url(proxy) + path, json=body) as r:
             assert r.status == 200, await r.text()

@@ -20,8 +20,9 @@ async def replay(proxy: Any, requests: list[list[dict[str, Any]]]) -> tuple[list
     headers = []
     async with aiohttp.ClientSession() as http:
         for messages in requests:
-            async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                                 headers={"X-Ruyi-Agent": "a"}) as resp:
+            async with http.post(
+                base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, headers={"X-Ruyi-Agent": "a"}
+            ) as resp:
                 await resp.read()
                 assert resp.status == 200
                 headers.append({k: v for k, v in resp.headers.items() if k.startswith("X-Ruyi-") and k != "X-Ruyi-Request-Id"})
@@ -35,8 +36,9 @@ async def test_on_the_loop_or_in_a_thread_the_same_bytes_go_out(make_proxy: Make
     for name, limit in (("thread", 0), ("loop", 1 << 20)):
         fake.received.clear()
         # archives off: recall searches raw turns the background writer keeps, which differ with its timing
-        proxy = await make_proxy(window=WINDOW, server={"loop_rewrite_bytes": limit}, store={"data_dir": str(tmp_path / name)},
-                                 archive={"enabled": False})
+        proxy = await make_proxy(
+            window=WINDOW, server={"loop_rewrite_bytes": limit}, store={"data_dir": str(tmp_path / name)}, archive={"enabled": False}
+        )
         headers, stats = await replay(proxy, requests)
         sessions = {h.pop("X-Ruyi-Session") for h in headers}
         assert len(sessions) == 1

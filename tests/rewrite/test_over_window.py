@@ -30,8 +30,9 @@ def exploration(turns: int, reread: int | None = None) -> list[dict[str, Any]]:
 
 async def post(proxy: Any, messages: list[dict[str, Any]]) -> tuple[int, int, str]:
     async with aiohttp.ClientSession() as http:
-        async with http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages},
-                             headers={"X-Ruyi-Agent": "a"}) as r:
+        async with http.post(
+            base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, headers={"X-Ruyi-Agent": "a"}
+        ) as r:
             assert r.status == 200
             return int(r.headers["X-Ruyi-Tokens-Before"]), int(r.headers["X-Ruyi-Tokens-After"]), r.headers["X-Ruyi-Tier"]
 

@@ -14,53 +14,147 @@ from tests.fake_upstream import FakeUpstream
 from tests.rewrite.test_decisions import reports, rereads
 
 OVERFLOWS = {
-    "openai": {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130015 "
-                                    "tokens. Please reduce the length of the messages.", "type": "invalid_request_error",
-                         "param": "messages", "code": "context_length_exceeded"}},
-    "openai completion": {"error": {"message": "This model's maximum context length is 4097 tokens. However, you requested 5000 tokens "
-                                               "(3000 in the messages, 2000 in the completion). Please reduce the length of the messages "
-                                               "or completion.", "type": "invalid_request_error", "param": "messages", "code": None}},
-    "openai limit": {"error": {"message": "Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 300000 "
-                                          "tokens. Please reduce the length of the messages.", "type": "invalid_request_error",
-                               "code": "context_length_exceeded"}},
-    "vllm": {"object": "error", "message": "This model's maximum context length is 8192 tokens. However, your request has 9000 input tokens. "
-                                           "Please reduce the length of the input messages.", "type": "BadRequestError", "param": None, "code": 400},
-    "vllm prompt + answer": {"error": {"message": "'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum context "
-                                                  "length is 8192 tokens and your request has 7500 input tokens (1000 > 8192 - 7500). None",
-                                       "type": "BadRequestError", "param": None, "code": 400}},
-    "vllm decoder": {"error": {"message": "The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure "
-                                          "that `max_model_len` is no smaller than the number of text tokens.", "type": "BadRequestError", "code": 400}},
-    "llama.cpp": {"error": {"code": 400, "message": "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
-                            "type": "exceed_context_size_error", "n_prompt_tokens": 4476, "n_ctx": 4096}},
+    "openai": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130015 "
+            "tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "openai completion": {
+        "error": {
+            "message": "This model's maximum context length is 4097 tokens. However, you requested 5000 tokens "
+            "(3000 in the messages, 2000 in the completion). Please reduce the length of the messages "
+            "or completion.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": None,
+        }
+    },
+    "openai limit": {
+        "error": {
+            "message": "Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 300000 "
+            "tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    },
+    "vllm": {
+        "object": "error",
+        "message": "This model's maximum context length is 8192 tokens. However, your request has 9000 input tokens. "
+        "Please reduce the length of the input messages.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    },
+    "vllm prompt + answer": {
+        "error": {
+            "message": "'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum context "
+            "length is 8192 tokens and your request has 7500 input tokens (1000 > 8192 - 7500). None",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    },
+    "vllm decoder": {
+        "error": {
+            "message": "The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure "
+            "that `max_model_len` is no smaller than the number of text tokens.",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+    },
+    "llama.cpp": {
+        "error": {
+            "code": 400,
+            "message": "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 4476,
+            "n_ctx": 4096,
+        }
+    },
     "ollama": {"error": "the input length exceeds the context length"},
-    "litellm": {"error": {"message": "litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: "
-                                     "OpenAIException - This model's maximum context length is 8192 tokens. However, your messages "
-                                     "resulted in 9100 tokens.", "type": None, "param": None, "code": "400"}},
+    "litellm": {
+        "error": {
+            "message": "litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: "
+            "OpenAIException - This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9100 tokens.",
+            "type": None,
+            "param": None,
+            "code": "400",
+        }
+    },
     "anthropic": {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 215000 tokens > 200000 maximum"}},
-    "anthropic prompt + answer": {"type": "error", "error": {"type": "invalid_request_error", "message": "input length and `max_tokens` "
-                                                             "exceed context limit: 197000 + 8192 > 200000, decrease input length or "
-                                                             "`max_tokens` and try again"}},
+    "anthropic prompt + answer": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "input length and `max_tokens` "
+            "exceed context limit: 197000 + 8192 > 200000, decrease input length or "
+            "`max_tokens` and try again",
+        },
+    },
 }
 NOT_OVERFLOWS = {
-    "vllm answer too big": {"error": {"message": "'max_tokens' or 'max_completion_tokens' is too large: 9000. This model's maximum context "
-                                                 "length is 8192 tokens and your request has 120 input tokens (9000 > 8192 - 120). None",
-                                      "type": "BadRequestError", "param": None, "code": 400}},
-    "vllm answer too big, newer": {"error": {"message": "This model's maximum context length is 8192 tokens. However, you requested 9000 output "
-                                                        "tokens and your prompt contains at least 121 input tokens, for a total of at least "
-                                                        "9121 tokens. Please reduce the length of the input prompt or the number of requested "
-                                                        "output tokens.", "type": "BadRequestError", "code": 400}},
-    "openai answer too big": {"error": {"message": "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, "
-                                                   "whereas you provided 100000.", "type": "invalid_request_error", "param": "max_tokens",
-                                        "code": "invalid_value"}},
-    "openai completion too big": {"error": {"message": "This model's maximum context length is 4097 tokens. However, you requested 9000 tokens "
-                                                       "(100 in the messages, 8900 in the completion). Please reduce the length of the "
-                                                       "messages or completion.", "type": "invalid_request_error", "code": None}},
-    "anthropic answer too big": {"type": "error", "error": {"type": "invalid_request_error", "message": "input length and `max_tokens` exceed "
-                                                            "context limit: 1000 + 200000 > 200000, decrease input length or `max_tokens`"}},
-    "openai user field": {"error": {"message": "Invalid 'user': string too long. Expected a string with maximum length 64, but got a string "
-                                               "with length 100 instead.", "type": "invalid_request_error", "code": "string_above_max_length"}},
-    "bad model": {"error": {"message": "The model `gpt-9` does not exist or you do not have access to it.", "type": "invalid_request_error",
-                            "code": "model_not_found"}},
+    "vllm answer too big": {
+        "error": {
+            "message": "'max_tokens' or 'max_completion_tokens' is too large: 9000. This model's maximum context "
+            "length is 8192 tokens and your request has 120 input tokens (9000 > 8192 - 120). None",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    },
+    "vllm answer too big, newer": {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, you requested 9000 output "
+            "tokens and your prompt contains at least 121 input tokens, for a total of at least "
+            "9121 tokens. Please reduce the length of the input prompt or the number of requested "
+            "output tokens.",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+    },
+    "openai answer too big": {
+        "error": {
+            "message": "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "invalid_value",
+        }
+    },
+    "openai completion too big": {
+        "error": {
+            "message": "This model's maximum context length is 4097 tokens. However, you requested 9000 tokens "
+            "(100 in the messages, 8900 in the completion). Please reduce the length of the "
+            "messages or completion.",
+            "type": "invalid_request_error",
+            "code": None,
+        }
+    },
+    "anthropic answer too big": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "input length and `max_tokens` exceed context limit: 1000 + 200000 > 200000, decrease input length or `max_tokens`",
+        },
+    },
+    "openai user field": {
+        "error": {
+            "message": "Invalid 'user': string too long. Expected a string with maximum length 64, but got a string with length 100 instead.",
+            "type": "invalid_request_error",
+            "code": "string_above_max_length",
+        }
+    },
+    "bad model": {
+        "error": {
+            "message": "The model `gpt-9` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        }
+    },
     "ollama no model": {"error": "model 'llama9' not found"},
 }
 
@@ -77,8 +171,9 @@ def test_other_errors_are_not_prompt_overflows(name: str) -> None:
 
 async def post(proxy: Any, messages: list[dict[str, Any]], **extra: Any) -> aiohttp.ClientResponse:
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages, **extra},
-                               headers={"X-Ruyi-Agent": "a"})
+        resp = await http.post(
+            base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages, **extra}, headers={"X-Ruyi-Agent": "a"}
+        )
         await resp.read()
         return resp
 

@@ -17,8 +17,13 @@ def count_tokens(text: str) -> int:
 
 
 def make_ctx(**overrides: Any) -> StrategyContext:
-    values: dict[str, Any] = {"count_tokens": count_tokens, "window_tokens": 32000, "remaining_tokens": 16000,
-                              "protected_turns": 0, "min_saving_tokens": 5}
+    values: dict[str, Any] = {
+        "count_tokens": count_tokens,
+        "window_tokens": 32000,
+        "remaining_tokens": 16000,
+        "protected_turns": 0,
+        "min_saving_tokens": 5,
+    }
     values.update(overrides)
     return StrategyContext(**values)
 
@@ -32,8 +37,7 @@ def user(text: str = "Fix the bug in src/app.py.") -> dict[str, Any]:
 
 
 def tool_call(name: str, call_id: str | None = None, **arguments: Any) -> dict[str, Any]:
-    return {"id": call_id or f"call_{next(_ids)}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {"id": call_id or f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def assistant(*calls: dict[str, Any], text: str | None = None) -> dict[str, Any]:

@@ -43,8 +43,7 @@ def test_error_detection() -> None:
 
 def test_calls_pair_with_their_results_and_turns() -> None:
     a, b = tool_call("bash", command="ls"), tool_call("bash", command="pwd")
-    messages = [*conversation(), assistant(a, b), result(b, "B"), result(a, "A"), user("go on"),
-                *bash("cat x", "1"), assistant(text="done")]
+    messages = [*conversation(), assistant(a, b), result(b, "B"), result(a, "A"), user("go on"), *bash("cat x", "1"), assistant(text="done")]
     conv = analyze(messages, make_ctx())
     assert [(c.call_id, c.result) for c in conv.calls] == [(a["id"], 4), (b["id"], 3), (conv.calls[2].call_id, 7)]
     assert conv.turns == 3
@@ -72,8 +71,12 @@ def test_conversation_is_reused_when_the_pipeline_made_it() -> None:
 
 
 def test_observations_in_user_messages_only_when_asked() -> None:
-    messages = [*conversation(), assistant(text="Let me look.\n```bash\ncat src/x.py\n```"),
-                user("<returncode>0</returncode>\n<output>\nbody\n</output>"), assistant(text="ok")]
+    messages = [
+        *conversation(),
+        assistant(text="Let me look.\n```bash\ncat src/x.py\n```"),
+        user("<returncode>0</returncode>\n<output>\nbody\n</output>"),
+        assistant(text="ok"),
+    ]
     assert analyze(messages, make_ctx()).calls == ()
     ctx = make_ctx(protection=Protection.Options(observations_in_user_messages=True))
     conv = analyze(messages, ctx)

@@ -49,8 +49,7 @@ def test_a_range_inside_a_later_read_of_the_unchanged_file() -> None:
 
 
 def test_a_write_or_edit_in_between_keeps_the_older_read() -> None:
-    for change in ("sed -i 's/a/b/' /r/a.py", "cd /r && git checkout -- a.py", "echo x > /r/a.py", "git stash",
-                   "cd /r && patch -p1 < unknown.patch"):
+    for change in ("sed -i 's/a/b/' /r/a.py", "cd /r && git checkout -- a.py", "echo x > /r/a.py", "git stash", "cd /r && patch -p1 < unknown.patch"):
         messages = conversation(bash("cat /r/a.py", BODY), bash(change, ""), bash("cat /r/a.py", BODY + "changed"))
         assert propose(messages) == [], change
     elsewhere = conversation(bash("cat /r/a.py", BODY), bash("echo x > /r/b.py", ""), bash("cat /r/a.py", BODY + "!"))

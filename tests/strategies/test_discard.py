@@ -20,8 +20,12 @@ def test_every_long_unprotected_output_is_a_candidate_with_a_placeholder() -> No
 
 
 def test_protected_turns_and_anchors_are_never_candidates() -> None:
-    messages = conversation(bash("cat /r/a.py", lines("a", 40)), bash("cat /r/d.py", "[D001] " + lines("d", 40)),
-                            bash("cat /r/b.py", lines("b", 40)), bash("cat /r/c.py", lines("c", 40)))
+    messages = conversation(
+        bash("cat /r/a.py", lines("a", 40)),
+        bash("cat /r/d.py", "[D001] " + lines("d", 40)),
+        bash("cat /r/b.py", lines("b", 40)),
+        bash("cat /r/c.py", lines("c", 40)),
+    )
     assert indices(Discard().propose(messages, make_ctx(protected_turns=2))) == [3]
 
 
@@ -33,8 +37,9 @@ def test_min_tokens() -> None:
 
 
 def test_the_placeholder_never_invites_repeating_a_change() -> None:
-    messages = conversation(bash("cat /r/a.py", lines("a", 40)), bash("sed -i 's/a/b/' /r/a.py && cat /r/a.py", lines("b", 40)),
-                            bash("pip install thing", lines("c", 40)))
+    messages = conversation(
+        bash("cat /r/a.py", lines("a", 40)), bash("sed -i 's/a/b/' /r/a.py && cat /r/a.py", lines("b", 40)), bash("pip install thing", lines("c", 40))
+    )
     hows = [r.new_text for r in Discard().propose(messages, make_ctx())]
     assert "run it again if you need it" in hows[0]
     assert "its changes stand; read the files if you need them" in hows[1]

@@ -18,8 +18,12 @@ def lines(tag: str, n: int) -> str:
 
 def conversation(output: str, words: str = "Let me look.") -> list[dict[str, Any]]:
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "cat big.log"}'}}
-    return [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix " + lines("task", 80)},
-            {"role": "assistant", "content": words, "tool_calls": [call]}, {"role": "tool", "tool_call_id": "c1", "content": output}]
+    return [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Fix " + lines("task", 80)},
+        {"role": "assistant", "content": words, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]
 
 
 def test_the_newest_tool_output_is_cut_first_its_start_and_end_kept_the_head_never() -> None:
@@ -47,8 +51,10 @@ def test_the_agents_own_words_go_next_then_a_second_tighter_pass() -> None:
 
 def test_nothing_within_the_head_or_carrying_an_image_is_cut() -> None:
     messages = conversation(lines("out", 50))
-    messages[3] = {"role": "user", "content": [{"type": "text", "text": lines("shot", 400)},
-                                               {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}
+    messages[3] = {
+        "role": "user",
+        "content": [{"type": "text", "text": lines("shot", 400)}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
+    }
     assert fit(messages, 2, 5000, 2000, COUNT, 4096) == []
     assert fit(messages, 4, 5000, 2000, COUNT, 4096) == [], "everything is head"
     assert cuttable_text({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) == "a\nb"

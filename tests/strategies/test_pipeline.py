@@ -45,9 +45,13 @@ def test_the_order_is_one_list() -> None:
 
 def test_at_most_one_replacement_per_target_earlier_strategies_first() -> None:
     long_output = lines("out", 400)
-    messages = conversation(bash("cat /r/big.py", long_output), bash("cat /r/big.py", long_output),
-                            bash(HEREDOC, "Traceback (most recent call last):\nboom", 1),
-                            *(bash(f"echo {i}", "ok") for i in range(4)), bash("cat /r/t.py", BODY))
+    messages = conversation(
+        bash("cat /r/big.py", long_output),
+        bash("cat /r/big.py", long_output),
+        bash(HEREDOC, "Traceback (most recent call last):\nboom", 1),
+        *(bash(f"echo {i}", "ok") for i in range(4)),
+        bash("cat /r/t.py", BODY),
+    )
     options = PipelineOptions(truncation=Truncation.Options(max_tool_output_tokens=500))
     replacements = propose_all(messages, make_ctx(), options)
     slots = [(r.index, r.target) for r in replacements]
@@ -94,9 +98,11 @@ def test_things_that_are_not_messages_are_left_alone() -> None:
 
 def test_proposals_on_protected_or_missing_targets_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     def rogue(self: object, messages: object, ctx: object) -> list[Replacement]:
-        return [Replacement(0, "content", "x", "y", 10, 1, "r", "dedup", "w"),
-                Replacement(99, "content", "x", "y", 10, 1, "r", "dedup", "w"),
-                Replacement(2, "args:nobody", "{}", "y", 10, 1, "r", "dedup", "w")]
+        return [
+            Replacement(0, "content", "x", "y", 10, 1, "r", "dedup", "w"),
+            Replacement(99, "content", "x", "y", 10, 1, "r", "dedup", "w"),
+            Replacement(2, "args:nobody", "{}", "y", 10, 1, "r", "dedup", "w"),
+        ]
 
     monkeypatch.setattr(Dedup, "propose", rogue)
     assert propose_all(conversation(bash("ls", "x")), make_ctx(), PipelineOptions(enabled=("dedup",))) == []
@@ -109,9 +115,12 @@ def test_enabled_strategies() -> None:
 
 
 def test_apply_replacements_keeps_everything_but_the_text() -> None:
-    messages = conversation(bash(HEREDOC, "Traceback (most recent call last):\nboom", 1),
-                            *(bash(f"echo {i}", "ok") for i in range(4)), bash("cat /r/t.py", BODY),
-                            bash("cat /r/t.py", BODY))
+    messages = conversation(
+        bash(HEREDOC, "Traceback (most recent call last):\nboom", 1),
+        *(bash(f"echo {i}", "ok") for i in range(4)),
+        bash("cat /r/t.py", BODY),
+        bash("cat /r/t.py", BODY),
+    )
     before = copy.deepcopy(messages)
     replacements = propose_all(messages, make_ctx())
     assert {r.strategy for r in replacements} == {"supersede", "dedup", "discard"}
@@ -140,9 +149,11 @@ def test_apply_to_content_parts_keeps_images() -> None:
 def test_apply_skips_what_does_not_fit() -> None:
     call = tool_call("bash", command="cat a")
     messages: list[dict[str, Any]] = [assistant(call), result(call, "x")]
-    bad = [Replacement(5, "content", "x", "", 1, 1, "r", "s", "w"),
-           Replacement(0, f"args:{call['id']}", "{not json", "", 1, 1, "r", "s", "w"),
-           Replacement(0, "args:other", "{}", "", 1, 1, "r", "s", "w")]
+    bad = [
+        Replacement(5, "content", "x", "", 1, 1, "r", "s", "w"),
+        Replacement(0, f"args:{call['id']}", "{not json", "", 1, 1, "r", "s", "w"),
+        Replacement(0, "args:other", "{}", "", 1, 1, "r", "s", "w"),
+    ]
     with capture_logs() as logs:
         out = apply_replacements(messages, bad)
     assert out == messages

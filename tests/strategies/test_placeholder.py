@@ -22,10 +22,13 @@ from tests.traces import load, trace_files
 
 
 def test_placeholder_text() -> None:
-    text = placeholder("older output", "sed -n '1,80p' src/x.py", 1240, "the file was read again later",
-                       "run the command again if you need it", "r0123456789ab")
-    assert text == ("[ruyi: older output of `sed -n '1,80p' src/x.py` (1,240 tokens) replaced: the file was read "
-                    "again later; run the command again if you need it; original kept for a person or tool as ref r0123456789ab]")
+    text = placeholder(
+        "older output", "sed -n '1,80p' src/x.py", 1240, "the file was read again later", "run the command again if you need it", "r0123456789ab"
+    )
+    assert text == (
+        "[ruyi: older output of `sed -n '1,80p' src/x.py` (1,240 tokens) replaced: the file was read "
+        "again later; run the command again if you need it; original kept for a person or tool as ref r0123456789ab]"
+    )
 
 
 def every_kind_of_placeholder() -> list[tuple[str, str, str]]:
@@ -41,7 +44,11 @@ def every_kind_of_placeholder() -> list[tuple[str, str, str]]:
         bash("cat src/a.py", lines("a", 80)),
         bash("find / -name x", lines("/path/x", 3000)),
         bash("git log", lines("commit", 120)),
-        bash("ls", "a"), bash("ls", "b"), bash("ls", "c"), bash("ls", "d"), bash("ls", "e"),
+        bash("ls", "a"),
+        bash("ls", "b"),
+        bash("ls", "c"),
+        bash("ls", "d"),
+        bash("ls", "e"),
     )
     found = []
     for r in propose_all(messages, make_ctx(protected_turns=4, window_tokens=8000, remaining_tokens=4000), PipelineOptions(), Counter()):
@@ -99,8 +106,9 @@ def test_kept_argument_values_are_redacted_and_a_secret_alone_replaces_nothing()
 
 
 def test_replace_output_and_arguments() -> None:
-    messages = conversation(bash("cat > f.py << 'EOF'\n" + lines("code", 30) + "\nEOF", "", 1),
-                            step("Write", "ok", file_path="/r/f.py", content=lines("w", 30)))
+    messages = conversation(
+        bash("cat > f.py << 'EOF'\n" + lines("code", 30) + "\nEOF", "", 1), step("Write", "ok", file_path="/r/f.py", content=lines("w", 30))
+    )
     ctx = make_ctx()
     conv = analyze(messages, ctx)
     out = replace_output(conv, conv.calls[0], ctx, "test", "why", "how")
@@ -137,8 +145,7 @@ def test_remembered_replacements_equal_fresh_ones_on_every_trace() -> None:
             for call in conv.calls:
                 for why in ("a", "b"):
                     assert replace_output(conv, call, remembering, "s", why, "how") == replace_output(conv, call, plain, "s", why, "how")
-                    assert (replace_arguments(conv, call, remembering, "s", why, "how")
-                            == replace_arguments(conv, call, plain, "s", why, "how"))
+                    assert replace_arguments(conv, call, remembering, "s", why, "how") == replace_arguments(conv, call, plain, "s", why, "how")
 
 
 def test_a_huge_original_hashes_in_pieces_to_the_id_of_the_whole() -> None:

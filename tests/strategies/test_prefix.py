@@ -39,7 +39,7 @@ def test_an_analysis_resumed_from_any_earlier_request_equals_a_full_one(observat
             assert known is None or known.resume_point(read(messages)[2], ctx) is not None  # it does resume
             known = _resumed_equals_full(messages, ctx, known).prefix
         last = messages
-        middle = [i for i, m in enumerate(last) if m.get("role") in {"tool", "assistant"}][len(last) // 4:][:3]
+        middle = [i for i, m in enumerate(last) if m.get("role") in {"tool", "assistant"}][len(last) // 4 :][:3]
         for i in middle:  # an older message rewritten (a decision, an edited history): resumed before it
             edited = copy.deepcopy(last)
             edited[i]["content"] = f"[ruyi: replaced {i}]"

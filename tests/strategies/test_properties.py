@@ -26,14 +26,35 @@ from strategies.purge_errors import PurgeErrors
 from strategies.truncation import Truncation
 from tests.strategies.factories import count_tokens, lines
 
-BODIES = [lines("code", 3), lines("code", 40), lines("other", 40), "[D001] decided: " + lines("x", 10),
-          "Traceback (most recent call last):\n" + lines("frame", 30) + "\nValueError: bad", lines("wide", 150), ""]
+BODIES = [
+    lines("code", 3),
+    lines("code", 40),
+    lines("other", 40),
+    "[D001] decided: " + lines("x", 10),
+    "Traceback (most recent call last):\n" + lines("frame", 30) + "\nValueError: bad",
+    lines("wide", 150),
+    "",
+]
 COMMANDS = [
-    "cat /r/a.py", "cd /r && cat a.py", "sed -n '1,20p' /r/a.py", "head -50 /r/a.py", "cat /r/b.py | head -5",
-    "grep -rn foo /r", "ls -la /r", "find /r -name '*.py'", "sed -i 's/x/y/' /r/a.py", "python /r/t.py",
-    "cat > /r/a.py << 'EOF'\n" + lines("new", 30) + "\nEOF", "cat README.md", "echo [C002] noted", "git stash",
-    "cat > /r/t.py << 'EOF'\n" + lines("test", 25) + "\nEOF\npython /r/t.py", "open /r/a.py 10",
-    "edit 1:2\n" + lines("edit", 20) + "\nend_of_edit", "rm /r/b.py", "cat 'broken",
+    "cat /r/a.py",
+    "cd /r && cat a.py",
+    "sed -n '1,20p' /r/a.py",
+    "head -50 /r/a.py",
+    "cat /r/b.py | head -5",
+    "grep -rn foo /r",
+    "ls -la /r",
+    "find /r -name '*.py'",
+    "sed -i 's/x/y/' /r/a.py",
+    "python /r/t.py",
+    "cat > /r/a.py << 'EOF'\n" + lines("new", 30) + "\nEOF",
+    "cat README.md",
+    "echo [C002] noted",
+    "git stash",
+    "cat > /r/t.py << 'EOF'\n" + lines("test", 25) + "\nEOF\npython /r/t.py",
+    "open /r/a.py 10",
+    "edit 1:2\n" + lines("edit", 20) + "\nend_of_edit",
+    "rm /r/b.py",
+    "cat 'broken",
 ]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 
@@ -42,15 +63,15 @@ def _arguments(name: str, rnd: random.Random) -> str:
     if name == "bash":
         return json.dumps({"command": rnd.choice(COMMANDS)})
     if name == "Read":
-        return json.dumps({"file_path": rnd.choice(["/r/a.py", "/r/b.py", "/r/DESIGN.md"]),
-                           "offset": rnd.choice([None, 1, 10]), "limit": rnd.choice([None, 20])})
+        return json.dumps(
+            {"file_path": rnd.choice(["/r/a.py", "/r/b.py", "/r/DESIGN.md"]), "offset": rnd.choice([None, 1, 10]), "limit": rnd.choice([None, 20])}
+        )
     if name == "Write":
         return json.dumps({"file_path": "/r/a.py", "content": rnd.choice(BODIES)})
     if name == "Edit":
         return json.dumps({"file_path": "/r/a.py", "old_string": BODIES[1], "new_string": BODIES[2]})
     if name == "str_replace_editor":
-        return json.dumps({"command": rnd.choice(["view", "create", "str_replace"]), "path": "/r/b.py",
-                           "file_text": BODIES[1]})
+        return json.dumps({"command": rnd.choice(["view", "create", "str_replace"]), "path": "/r/b.py", "file_text": BODIES[1]})
     if name == "TodoWrite":
         return json.dumps({"todos": [{"content": BODIES[1]}]})
     return rnd.choice(["{not json " + BODIES[1], "[1, 2]", json.dumps({"x": BODIES[2]})])
@@ -77,9 +98,10 @@ def conversations(draw: Any) -> list[dict[str, Any]]:
         messages.append({"role": "user", "content": rnd.choice(BODIES[:4])})
     shape = draw(st.lists(st.integers(0, 3), max_size=9))
     for turn, count in enumerate(shape):
-        calls = [{"id": f"call_{turn}_{j}", "type": "function",
-                  "function": {"name": (name := rnd.choice(TOOLS)), "arguments": _arguments(name, rnd)}}
-                 for j in range(count)]
+        calls = [
+            {"id": f"call_{turn}_{j}", "type": "function", "function": {"name": (name := rnd.choice(TOOLS)), "arguments": _arguments(name, rnd)}}
+            for j in range(count)
+        ]
         assistant: dict[str, Any] = {"role": "assistant", "content": rnd.choice([None, "Let me look.", BODIES[3]])}
         if calls:
             assistant["tool_calls"] = calls
@@ -97,8 +119,13 @@ def conversations(draw: Any) -> list[dict[str, Any]]:
 
 @st.composite
 def contexts(draw: Any) -> tuple[StrategyContext, PipelineOptions]:
-    ctx = StrategyContext(count_tokens=count_tokens, window_tokens=32000, remaining_tokens=draw(st.integers(0, 32000)),
-                          protected_turns=draw(st.integers(0, 4)), min_saving_tokens=draw(st.sampled_from([0, 5, 20])))
+    ctx = StrategyContext(
+        count_tokens=count_tokens,
+        window_tokens=32000,
+        remaining_tokens=draw(st.integers(0, 32000)),
+        protected_turns=draw(st.integers(0, 4)),
+        min_saving_tokens=draw(st.sampled_from([0, 5, 20])),
+    )
     options = PipelineOptions(
         purge_errors=PurgeErrors.Options(turns_before_purge=draw(st.integers(0, 4))),
         truncation=Truncation.Options(max_tool_output_tokens=draw(st.sampled_from([50, 300, 4000])), glob_max_files=5),
@@ -119,8 +146,7 @@ def orphans(messages: list[dict[str, Any]]) -> int:
     return count
 
 
-def check(before: list[dict[str, Any]], snapshot: list[dict[str, Any]], after: list[dict[str, Any]],
-          protected: frozenset[int]) -> None:
+def check(before: list[dict[str, Any]], snapshot: list[dict[str, Any]], after: list[dict[str, Any]], protected: frozenset[int]) -> None:
     assert before == snapshot, "the input was mutated"
     assert len(after) == len(before)
     assert orphans(after) == orphans(before) == 0
@@ -141,8 +167,7 @@ def check(before: list[dict[str, Any]], snapshot: list[dict[str, Any]], after: l
             if isinstance(old_args, dict):
                 assert set(new_args) == set(old_args)
         if isinstance(old.get("content"), list):
-            assert [p for p in old["content"] if p.get("type") != "text"] == [
-                p for p in new["content"] if p.get("type") != "text"]
+            assert [p for p in old["content"] if p.get("type") != "text"] == [p for p in new["content"] if p.get("type") != "text"]
             assert any(p.get("type") == "text" for p in new["content"]) == any(p.get("type") == "text" for p in old["content"])
 
 

@@ -39,9 +39,13 @@ def test_anchor_pattern_is_strict() -> None:
 
 
 def test_protected_paths_and_tools() -> None:
-    messages = conversation(bash("cat README.md", "readme"), bash("cat docs/Design.md | head -5", "d"),
-                            *[step("TodoWrite", "ok", todos=[])], bash("cat src/a.py", "code"),
-                            step("Write", "ok", file_path="/r/anchors.md", content="x"))
+    messages = conversation(
+        bash("cat README.md", "readme"),
+        bash("cat docs/Design.md | head -5", "d"),
+        *[step("TodoWrite", "ok", todos=[])],
+        bash("cat src/a.py", "code"),
+        step("Write", "ok", file_path="/r/anchors.md", content="x"),
+    )
     conv = analyze(messages, make_ctx())
     assert {2, 3, 4, 5, 6, 7, 10, 11} <= conv.protected
     assert not {8, 9} & conv.protected

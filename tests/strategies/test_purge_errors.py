@@ -11,7 +11,7 @@ from strategies.purge_errors import PurgeErrors
 from tests.strategies.factories import bash, conversation, indices, lines, make_ctx, step
 
 SCRIPT = "cat > /r/t.py << 'EOF'\n" + lines("code", 30) + "\nEOF\npython /r/t.py"
-TRACEBACK = "Traceback (most recent call last):\n  File \"/r/t.py\", line 3\nNameError: x"
+TRACEBACK = 'Traceback (most recent call last):\n  File "/r/t.py", line 3\nNameError: x'
 
 
 def filler(n: int) -> list[list[dict[str, object]]]:
@@ -44,8 +44,11 @@ def test_options_validate() -> None:
         PurgeErrors.Options(turns_before_purge=-1)
 
 
-LONG_TRACEBACK = "Traceback (most recent call last):\n" + "\n".join(
-    f'  File "/r/m{i}.py", line {i}, in f{i}\n    g{i}()' for i in range(40)) + "\nNameError: name 'x' is not defined"
+LONG_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    + "\n".join(f'  File "/r/m{i}.py", line {i}, in f{i}\n    g{i}()' for i in range(40))
+    + "\nNameError: name 'x' is not defined"
+)
 
 
 def test_a_failed_calls_long_output_keeps_only_its_error_lines() -> None:

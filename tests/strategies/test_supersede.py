@@ -35,9 +35,11 @@ def test_a_write_read_later_loses_its_input() -> None:
 
 
 def test_structured_writes_and_edits() -> None:
-    messages = conversation(step("Write", "ok", file_path="/r/a.py", content=BODY),
-                            step("Edit", "ok", file_path="/r/a.py", old_string=BODY[:200], new_string=BODY[:190]),
-                            step("Read", BODY, file_path="/r/a.py"))
+    messages = conversation(
+        step("Write", "ok", file_path="/r/a.py", content=BODY),
+        step("Edit", "ok", file_path="/r/a.py", old_string=BODY[:200], new_string=BODY[:190]),
+        step("Read", BODY, file_path="/r/a.py"),
+    )
     assert indices(propose(messages)) == [2, 4]
 
 
@@ -68,9 +70,11 @@ def test_scripts_that_edit_files_count_as_edits() -> None:
 def test_editor_views_are_stale_after_a_later_edit() -> None:
     window = "[File: /r/a.py (99 lines total)]\n" + "\n".join(f"{i}:x = {i}" for i in range(1, 60))
     footer = "\n(Open file: /r/a.py)\n(Current directory: /r)\nbash-$"
-    messages = conversation(step("bash", window + footer, command="open a.py"),
-                            step("bash", window + footer, command="edit 3:3\ny = 1\nend_of_edit"),
-                            step("bash", window + footer, command="edit 4:4\nz = 1\nend_of_edit"))
+    messages = conversation(
+        step("bash", window + footer, command="open a.py"),
+        step("bash", window + footer, command="edit 3:3\ny = 1\nend_of_edit"),
+        step("bash", window + footer, command="edit 4:4\nz = 1\nend_of_edit"),
+    )
     assert indices(propose(messages)) == [3, 5]
 
 

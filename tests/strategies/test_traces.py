@@ -33,8 +33,7 @@ def cached_count(text: str) -> int:
 
 
 def context(protected_turns: int = 4) -> StrategyContext:
-    return StrategyContext(count_tokens=cached_count, window_tokens=32000, remaining_tokens=8000,
-                           protected_turns=protected_turns)
+    return StrategyContext(count_tokens=cached_count, window_tokens=32000, remaining_tokens=8000, protected_turns=protected_turns)
 
 
 def load(path: Path) -> list[dict[str, Any]]:

@@ -44,8 +44,7 @@ def test_long_output_keeps_head_tail_and_errors() -> None:
 
 
 def test_search_matches_are_kept_and_the_search_budget_follows_the_window() -> None:
-    hits = "\n".join(f"src/f{i}.py:{i}: needle {'x' * 60}" if i % 50 == 0 else f"src/f{i}.py-{i}- hay {'x' * 60}"
-                     for i in range(400))
+    hits = "\n".join(f"src/f{i}.py:{i}: needle {'x' * 60}" if i % 50 == 0 else f"src/f{i}.py-{i}- hay {'x' * 60}" for i in range(400))
     messages = conversation(bash("grep -rn -C3 needle src", hits))
     truncation = Truncation()
     assert truncation.budget("search", make_ctx(remaining_tokens=100_000)) == 4000
@@ -74,7 +73,7 @@ def test_short_outputs_and_protected_ones_stay() -> None:
 
 
 def test_one_huge_line_is_clipped() -> None:
-    messages = conversation(step("bash", "{" + "\"k\": 1, " * 3000 + "}", command="curl api"))
+    messages = conversation(step("bash", "{" + '"k": 1, ' * 3000 + "}", command="curl api"))
     (replacement,) = small().propose(messages, make_ctx())
     assert replacement.tokens_after <= 400
     assert "characters…]" in replacement.new_text

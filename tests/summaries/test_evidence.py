@@ -25,16 +25,33 @@ def worked() -> list[Message]:
     """A stretch: a read whose output defines load_rows, a failing test, an edit, a later call naming load_rows."""
     return [
         {"role": "assistant", "content": "Let me look at the loader.", "tool_calls": [bash("c1", "cat -n /repo/app/loader.py")]},
-        {"role": "tool", "tool_call_id": "c1", "content": "     1\timport csv\n    12\tdef load_rows(path, strict=False):\n"
-                                                         "    13\t    return list(csv.reader(open(path)))\n    14\t# a comment line"},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "     1\timport csv\n    12\tdef load_rows(path, strict=False):\n"
+            "    13\t    return list(csv.reader(open(path)))\n    14\t# a comment line",
+        },
         {"role": "user", "content": "ok go on"},
         {"role": "user", "content": "You must never edit the tests under tests/legacy."},
         {"role": "assistant", "content": "Running the tests.", "tool_calls": [bash("c2", "pytest -x tests/test_loader.py")]},
-        {"role": "tool", "tool_call_id": "c2", "content": "FAILED tests/test_loader.py::test_empty_file - IndexError: list index out of range\n"
-                                                         "1 failed in 0.2s"},
-        {"role": "assistant", "content": "The cause is that load_rows assumes a header row.",
-         "tool_calls": [editor("c3", command="str_replace", path="/repo/app/loader.py", old_str="return list(",
-                               new_str="def load_rows(path, strict=False):\n    rows = list(csv.reader(open(path)))\n    return rows or []")]},
+        {
+            "role": "tool",
+            "tool_call_id": "c2",
+            "content": "FAILED tests/test_loader.py::test_empty_file - IndexError: list index out of range\n1 failed in 0.2s",
+        },
+        {
+            "role": "assistant",
+            "content": "The cause is that load_rows assumes a header row.",
+            "tool_calls": [
+                editor(
+                    "c3",
+                    command="str_replace",
+                    path="/repo/app/loader.py",
+                    old_str="return list(",
+                    new_str="def load_rows(path, strict=False):\n    rows = list(csv.reader(open(path)))\n    return rows or []",
+                )
+            ],
+        },
         {"role": "tool", "tool_call_id": "c3", "content": "The file /repo/app/loader.py has been edited."},
         {"role": "assistant", "content": "Check test_empty_file again.", "tool_calls": [bash("c4", "cat /repo/app/loader.py")]},
         {"role": "tool", "tool_call_id": "c4", "content": "import csv"},
@@ -75,8 +92,10 @@ def test_constraints_come_only_from_a_stated_rule_never_from_ok_go_on() -> None:
 
 def test_files_read_and_files_changed_are_apart() -> None:
     messages = worked()  # loader.py is edited and read again after; nothing else is changed
-    messages += [{"role": "assistant", "content": "Read the docs.", "tool_calls": [bash("c5", "cat /repo/docs/usage.txt")]},
-                 {"role": "tool", "tool_call_id": "c5", "content": "usage"}]
+    messages += [
+        {"role": "assistant", "content": "Read the docs.", "tool_calls": [bash("c5", "cat /repo/docs/usage.txt")]},
+        {"role": "tool", "tool_call_id": "c5", "content": "usage"},
+    ]
     text = compact(Extractor().digest(messages, 2), TASK, 600, None, Extractor().evidence(messages, 2))
     changed = text.split("files changed", 1)[1].split("\n- ", 1)[0]
     assert "/repo/app/loader.py (edited)" in changed and "(read)" not in changed and "usage.txt" not in changed
@@ -105,7 +124,7 @@ def test_on_real_traces_the_compact_form_is_under_500_characters_and_the_normal_
         first = next(i for i, m in enumerate(messages) if m.get("role") == "assistant")
         last = min(len(messages) - 1, first + 60)
         task = next((m["content"] for m in messages[:first] if m.get("role") == "user" and isinstance(m.get("content"), str)), None)
-        digest, ev = extractor.digest(messages[first: last + 1], first), extractor.evidence(messages[first: last + 1], first)
+        digest, ev = extractor.digest(messages[first : last + 1], first), extractor.evidence(messages[first : last + 1], first)
         small, normal = short(digest, task, ev), compact(digest, task, 2000, None, ev)
         assert len(small) < 500, (path.name, len(small))
         assert small != normal and len(normal) > len(small), path.name
@@ -119,8 +138,8 @@ def test_on_real_traces_every_changed_file_has_its_change_and_no_line_comes_from
         messages = load(path)["messages"]
         first = next(i for i, m in enumerate(messages) if m.get("role") == "assistant")
         last = min(len(messages) - 1, first + 40)
-        ev = extractor.evidence(messages[first: last + 1], first)
-        digest = extractor.digest(messages[first: last + 1], first)
+        ev = extractor.evidence(messages[first : last + 1], first)
+        digest = extractor.digest(messages[first : last + 1], first)
         assert set(ev.by_file()) == set(digest.edited), path.name
         assert all(first <= position <= last for position, _ in ev.lines)
         assert all(c.what for c in ev.changes)

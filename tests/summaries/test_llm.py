@@ -31,15 +31,19 @@ def poisoned(turns: int) -> list[dict[str, Any]]:
 
 
 def summarizer_requests(fake: FakeUpstream) -> list[list[dict[str, Any]]]:
-    return [r.json["messages"] for r in fake.received
-            if r.path == "/v1/chat/completions" and str(r.json["messages"][0].get("content", "")).startswith("You are Ruyi's archivist")]
+    return [
+        r.json["messages"]
+        for r in fake.received
+        if r.path == "/v1/chat/completions" and str(r.json["messages"][0].get("content", "")).startswith("You are Ruyi's archivist")
+    ]
 
 
 async def run(proxy: TestServer, fake: FakeUpstream, turns: int, agent: str = "a") -> tuple[list[dict[str, Any]], aiohttp.ClientResponse]:
     async with aiohttp.ClientSession() as http:
         for n in range(1, turns + 1):
-            resp = await http.post(base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": poisoned(n)},
-                                   headers={"X-Ruyi-Agent": agent})
+            resp = await http.post(
+                base_url(proxy) + "/v1/chat/completions", json={"model": "gpt-4o", "messages": poisoned(n)}, headers={"X-Ruyi-Agent": agent}
+            )
             sid = resp.headers["X-Ruyi-Session"]
             await http.get(base_url(proxy) + f"/ruyi/v1/sessions/{sid}/archive", headers={"X-Ruyi-Agent": agent})  # background work done
             if "X-Ruyi-Archived" in resp.headers:
@@ -47,7 +51,9 @@ async def run(proxy: TestServer, fake: FakeUpstream, turns: int, agent: str = "a
     raise AssertionError("never archived")
 
 
-async def test_the_trace_is_quoted_data_and_an_injection_changes_nothing_but_the_summary(make_proxy: MakeProxy, fake: FakeUpstream, upstream: TestServer) -> None:
+async def test_the_trace_is_quoted_data_and_an_injection_changes_nothing_but_the_summary(
+    make_proxy: MakeProxy, fake: FakeUpstream, upstream: TestServer
+) -> None:
     fake.summary_reply = SUMMARY
     llm = {"model": "openai/ruyi-archivist", "api_base": base_url(upstream) + "/v1", "api_key": "sk-test-only"}
     with_llm, resp = await run(await make_proxy(**CONFIG, summarizer=llm), fake, 30)
@@ -58,21 +64,23 @@ async def test_the_trace_is_quoted_data_and_an_injection_changes_nothing_but_the
         assert request[0]["content"] == SYSTEM.format(headings="\n".join(f"## {h}" for h in SECTIONS_EN), budget=600)
         data = request[1]["content"]
         assert data.count("</trace>") == 1 and data.count("<trace>") == 1 and INJECTION not in request[0]["content"]
-        inside = data[data.index("<trace>"): data.index("</trace>")]
+        inside = data[data.index("<trace>") : data.index("</trace>")]
         assert data.count(INJECTION) == inside.count(INJECTION) and inside.count("&lt;/trace>") == inside.count(INJECTION)
     assert any(INJECTION in request[1]["content"] for request in asked), "the session's injections reached the summarizer, as data"
     assert "Fix the crash." in with_llm[0]["content"] and "PWNED" not in with_llm[0]["content"]
     fake.received.clear()
     extractive, _ = await run(await make_proxy(**CONFIG), fake, 30, agent="b")  # the same session summarised without an LLM
     strip = re.compile(r"<summary>.*?</summary>", re.S)
-    assert [strip.sub("", m["content"]) if i == 0 else m for i, m in enumerate(with_llm)] == \
-           [strip.sub("", m["content"]) if i == 0 else m for i, m in enumerate(extractive)]
+    assert [strip.sub("", m["content"]) if i == 0 else m for i, m in enumerate(with_llm)] == [
+        strip.sub("", m["content"]) if i == 0 else m for i, m in enumerate(extractive)
+    ]
 
 
 async def test_a_timeout_an_error_or_a_bad_answer_falls_back_and_the_breaker_opens(upstream: TestServer, fake: FakeUpstream) -> None:
     now = [0.0]
-    llm = LLMSummarizer(SummarizerOptions(model="openai/ruyi-archivist", timeout_seconds=0.5, failures_to_open=3, open_seconds=60),
-                        clock=lambda: now[0])
+    llm = LLMSummarizer(
+        SummarizerOptions(model="openai/ruyi-archivist", timeout_seconds=0.5, failures_to_open=3, open_seconds=60), clock=lambda: now[0]
+    )
     target = Target("openai/ruyi-archivist", base_url(upstream) + "/v1", "sk-test-only")
     trace = [{"role": "user", "content": "Fix it."}, {"role": "assistant", "content": "Done.", "tool_calls": [bash("c1", "ls")]}]
     key = ("a", "s")

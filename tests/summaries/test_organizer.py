@@ -20,8 +20,10 @@ def tool(cid: str, text: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": cid, "content": text}
 
 
-TRACEBACK = ("============ FAILURES ============\nTraceback (most recent call last):\n  File \"tests/test_app.py\", line 3, in <module>\n"
-             "    from app import parse_config\nImportError: cannot import name 'parse_config' from 'app' (app.py)\nExit code: 1")
+TRACEBACK = (
+    '============ FAILURES ============\nTraceback (most recent call last):\n  File "tests/test_app.py", line 3, in <module>\n'
+    "    from app import parse_config\nImportError: cannot import name 'parse_config' from 'app' (app.py)\nExit code: 1"
+)
 
 
 def fixed_run(cmd: str = "pytest -q tests/test_app.py", error: str = TRACEBACK, n: int = 0) -> list[dict[str, Any]]:
@@ -29,8 +31,10 @@ def fixed_run(cmd: str = "pytest -q tests/test_app.py", error: str = TRACEBACK, 
         {"role": "user", "content": "make the tests pass"},
         assistant(None, call(f"a{n}", "bash", command=cmd)),
         tool(f"a{n}", error),
-        assistant("The test imports parse_config, which app.py never defined. I will add it.",
-                  call(f"b{n}", "str_replace_editor", command="str_replace", path="/repo/app.py", old_str="x", new_str="y")),
+        assistant(
+            "The test imports parse_config, which app.py never defined. I will add it.",
+            call(f"b{n}", "str_replace_editor", command="str_replace", path="/repo/app.py", old_str="x", new_str="y"),
+        ),
         tool(f"b{n}", "The file /repo/app.py has been edited."),
         assistant(None, call(f"c{n}", "bash", command=cmd)),
         tool(f"c{n}", "3 passed in 0.1s\nExit code: 0"),

@@ -63,16 +63,26 @@ def test_openai_arguments_keep_only_schema_fields() -> None:
     route = Route(url="http://127.0.0.1:1", kind="anthropic")
     args = openai_arguments(body, route, ROUTE_KEY, "claude-opus-4-5")
     assert args["api_base"] == route.url and args["api_key"] == ROUTE_KEY and args["model"] == "anthropic/claude-opus-4-5"
-    for name in ("base_url", "fallbacks", "model_list", "custom_llm_provider", "extra_headers", "extra_body",
-                 "litellm_params", "metadata", "mock_response"):
+    for name in (
+        "base_url",
+        "fallbacks",
+        "model_list",
+        "custom_llm_provider",
+        "extra_headers",
+        "extra_body",
+        "litellm_params",
+        "metadata",
+        "mock_response",
+    ):
         assert name not in args
     assert args.get("tools", []) == []  # only function tools pass
     assert "127.0.0.1:9" not in repr(args)
 
 
 @pytest.mark.parametrize("field", list(steering_fields("x")))
-async def test_an_openai_body_never_steers_the_routes_key(field: str, make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any,
-                                                          attacker: tuple[Any, list[dict[str, Any]]]) -> None:
+async def test_an_openai_body_never_steers_the_routes_key(
+    field: str, make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any, attacker: tuple[Any, list[dict[str, Any]]]
+) -> None:
     server, seen = attacker
     url = base_url(server)
     proxy = await make_proxy(config=config_for(base_url(upstream), "anthropic", default_route={"translate": True, "api_key": "env:ROUTE_KEY"}))
@@ -91,13 +101,18 @@ async def test_an_openai_body_never_steers_the_routes_key(field: str, make_proxy
         assert fake.last("/v1/messages").headers.get("x-api-key") == ROUTE_KEY
 
 
-async def test_an_ollama_body_never_steers_the_routes_key(make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any,
-                                                          attacker: tuple[Any, list[dict[str, Any]]]) -> None:
+async def test_an_ollama_body_never_steers_the_routes_key(
+    make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any, attacker: tuple[Any, list[dict[str, Any]]]
+) -> None:
     server, seen = attacker
     url = base_url(server)
     proxy = await make_proxy(config=config_for(base_url(upstream), "anthropic", default_route={"translate": True, "api_key": "env:ROUTE_KEY"}))
-    body: dict[str, Any] = {"model": "claude-opus-4-5", "stream": False, "messages": [{"role": "user", "content": "hi"}],
-                            "options": {"num_predict": 5}}
+    body: dict[str, Any] = {
+        "model": "claude-opus-4-5",
+        "stream": False,
+        "messages": [{"role": "user", "content": "hi"}],
+        "options": {"num_predict": 5},
+    }
     for extra in steering_fields(url).values():
         body.update(extra)
     async with ClientSession() as http:

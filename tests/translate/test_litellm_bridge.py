@@ -59,8 +59,9 @@ async def test_an_openai_client_to_an_anthropic_route_without_translation_gets_a
     assert "default route" in message and "Anthropic Messages" in message and "OpenAI chat" in message and "translate: true" in message
 
 
-async def test_an_anthropic_routes_key_goes_as_x_api_key(make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_anthropic_routes_key_goes_as_x_api_key(
+    make_proxy: MakeProxy, fake: FakeUpstream, upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ROUTE_KEY", "sk-ant-route")
     proxy = await make_proxy(config=config_for(base_url(upstream), "anthropic", default_route={"api_key": "env:ROUTE_KEY"}))
     client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="sk-ant-client", max_retries=0)
@@ -80,8 +81,14 @@ async def test_an_ollama_client_reaches_an_anthropic_upstream_through_litellm(ma
     assert sent["max_tokens"] == 50 and sent["messages"][0]["role"] == "user"
     parts = [part async for part in await client.chat(model="claude-opus-4-5", messages=[{"role": "user", "content": "Hi"}], stream=True)]
     assert "".join(p.message.content or "" for p in parts) == fake.reply and parts[-1].done
-    tool = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
-                                             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
     asked = await client.chat(model="claude-opus-4-5", messages=[{"role": "user", "content": "Read it"}], tools=[tool], stream=False)
     assert asked.message.tool_calls and asked.message.tool_calls[0].function.arguments == {"path": "README.md"}
     generated = await client.generate(model="claude-opus-4-5", prompt="Say hello", stream=False)
@@ -91,7 +98,9 @@ async def test_an_ollama_client_reaches_an_anthropic_upstream_through_litellm(ma
 async def test_an_anthropic_client_reaches_an_ollama_upstream_through_litellm(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("ollama", default_route={"translate": True})
     client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="unused", max_retries=0)
-    whole = await client.messages.create(model="llama3.1:8b", max_tokens=50, system=BILLING + "\nBe brief.", messages=[{"role": "user", "content": "Hello"}])
+    whole = await client.messages.create(
+        model="llama3.1:8b", max_tokens=50, system=BILLING + "\nBe brief.", messages=[{"role": "user", "content": "Hello"}]
+    )
     assert whole.content[0].text == fake.reply  # type: ignore[union-attr]
     sent = fake.last("/v1/chat/completions").json  # Ollama's OpenAI-compatible endpoint
     assert "billing" not in json.dumps(sent) and "Be brief." in json.dumps(sent)

@@ -21,13 +21,17 @@ def no_model_map_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-@pytest.mark.parametrize(("body", "words"), [
-    ({"model": "smollm2", "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
-    ({"model": "smollm2", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, "messages.0.role"),
-    ({"model": "smollm2", "max_tokens": 5, "messages": []}, "messages"),
-])
-async def test_what_anthropic_refuses_is_refused_with_anthropics_400(make_proxy: MakeProxy, fake: FakeUpstream,
-                                                                     body: dict[str, Any], words: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"model": "smollm2", "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
+        ({"model": "smollm2", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, "messages.0.role"),
+        ({"model": "smollm2", "max_tokens": 5, "messages": []}, "messages"),
+    ],
+)
+async def test_what_anthropic_refuses_is_refused_with_anthropics_400(
+    make_proxy: MakeProxy, fake: FakeUpstream, body: dict[str, Any], words: str
+) -> None:
     proxy = await make_proxy("openai", default_route={"translate": True})
     async with aiohttp.ClientSession() as http:
         async with http.post(base_url(proxy) + "/v1/messages", json=body, headers={"x-api-key": "k"}) as resp:
@@ -53,8 +57,13 @@ async def test_the_model_is_the_clients_and_request_id_is_set(make_proxy: MakePr
 async def test_a_translation_error_keeps_its_whole_cause(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy("openai", default_route={"translate": True})
     fake.fault, fake.status = "status", 400
-    fake.status_body = {"error": {"message": "1 validation error for Request\nbody.messages.0.content\n  content should be a valid string",
-                                  "type": "invalid_request_error", "code": None}}
+    fake.status_body = {
+        "error": {
+            "message": "1 validation error for Request\nbody.messages.0.content\n  content should be a valid string",
+            "type": "invalid_request_error",
+            "code": None,
+        }
+    }
     client = anthropic.AsyncAnthropic(base_url=base_url(proxy), api_key="k", max_retries=0)
     with pytest.raises(anthropic.BadRequestError) as bad:
         await client.messages.create(model="smollm2", max_tokens=20, messages=[{"role": "user", "content": "Hello"}])
@@ -70,8 +79,14 @@ async def test_an_ollama_client_reaches_an_openai_compatible_server(make_proxy: 
     assert sent["model"] == "smollm2" and sent["max_tokens"] == 30 and sent["messages"][0]["content"] == "Hello"
     parts = [p async for p in await client.chat(model="smollm2", messages=[{"role": "user", "content": "Hi"}], stream=True)]
     assert "".join(p.message.content or "" for p in parts) == fake.reply and parts[-1].done
-    tool = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
-                                             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
     asked = await client.chat(model="smollm2", messages=[{"role": "user", "content": "Read it"}], tools=[tool], stream=False)
     assert asked.message.tool_calls and asked.message.tool_calls[0].function.arguments == {"path": "README.md"}
     generated = await client.generate(model="smollm2", prompt="Say hello", stream=False)

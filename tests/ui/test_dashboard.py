@@ -44,11 +44,16 @@ def session_messages() -> list[dict[str, Any]]:
                 break
         messages = [dict(m) for m in messages[:60]]
     else:
-        messages = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "修复 parser 里的 bug, then run the tests."}]
+        messages = [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "修复 parser 里的 bug, then run the tests."},
+        ]
         for n in range(14):
             call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat src/m{n}.py"})}}
-            messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": f"c{n}", "content": "\n".join(f"def f{n}_{i}(x): return x + {i}" for i in range(300))}]
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{n}", "content": "\n".join(f"def f{n}_{i}(x): return x + {i}" for i in range(300))},
+            ]
     for m in messages:
         if m.get("role") == "tool":
             m["content"] = f"{m.get('content') or ''}\nexport ANTHROPIC_API_KEY={SECRET}"

@@ -48,16 +48,13 @@ def kind_path_range(call: dict[str, Any], state: ClassifyState | None = None) ->
         (tool_call("str_replace_editor", command="view", path="/r/a.py"), ("read", "/r/a.py", None)),
         (tool_call("str_replace_editor", command="view", path="/r/a.py", view_range=[5, -1]), ("read", "/r/a.py", (5, END))),
         (tool_call("str_replace_editor", command="create", path="/r/b.py", file_text="x"), ("write", "/r/b.py", None)),
-        (tool_call("str_replace_editor", command="str_replace", path="/r/a.py", old_str="a", new_str="b"),
-         ("edit", "/r/a.py", None)),
-        (tool_call("str_replace_editor", command="insert", path="/r/a.py", insert_line=3, new_str="b"),
-         ("edit", "/r/a.py", None)),
+        (tool_call("str_replace_editor", command="str_replace", path="/r/a.py", old_str="a", new_str="b"), ("edit", "/r/a.py", None)),
+        (tool_call("str_replace_editor", command="insert", path="/r/a.py", insert_line=3, new_str="b"), ("edit", "/r/a.py", None)),
         (tool_call("execute_bash", command="cd /r && grep -n x a.py"), ("search", "/r/a.py", None)),
         # Codex
         (tool_call("shell", command=["bash", "-lc", "cat a.py"], workdir="/r"), ("read", "/r/a.py", None)),
         (tool_call("shell", command=["sed", "-n", "1,9p", "a.py"], workdir="/r"), ("read", "/r/a.py", (1, 9))),
-        (tool_call("apply_patch", input="*** Begin Patch\n*** Update File: src/a.py\n@@\n*** End Patch"),
-         ("edit", "src/a.py", None)),
+        (tool_call("apply_patch", input="*** Begin Patch\n*** Update File: src/a.py\n@@\n*** End Patch"), ("edit", "src/a.py", None)),
         # unknown tools and broken arguments
         (tool_call("mystery", path="/r/a.py"), ("other", None, None)),
         ({"id": "c", "function": {"name": "Read", "arguments": "{not json"}}, ("other", None, None)),
@@ -74,8 +71,7 @@ def test_writes_and_keys() -> None:
     first = classify(tool_call("Grep", pattern="x", path="/r", glob=None), state)
     second = classify(tool_call("Grep", path="/r", pattern="x"), state)
     assert first.key == second.key
-    assert classify(tool_call("Read", file_path="/r/a.py"), state).key == classify(
-        tool_call("bash", command="cat /r/a.py"), state).key
+    assert classify(tool_call("Read", file_path="/r/a.py"), state).key == classify(tool_call("bash", command="cat /r/a.py"), state).key
 
 
 def test_swe_agent_function_calls_follow_the_open_file() -> None:
@@ -94,9 +90,11 @@ def test_swe_agent_function_calls_follow_the_open_file() -> None:
 
 def test_swe_agent_text_commands_in_bash() -> None:
     state = ClassifyState()
-    created = observe(classify(tool_call("bash", command="create r.py"), state),
-                      "[File: /repo/r.py (1 lines total)]\n1:\n(Open file: /repo/r.py)\n(Current directory: /repo)",
-                      state)
+    created = observe(
+        classify(tool_call("bash", command="create r.py"), state),
+        "[File: /repo/r.py (1 lines total)]\n1:\n(Open file: /repo/r.py)\n(Current directory: /repo)",
+        state,
+    )
     assert created.path == "/repo/r.py"
     assert (state.cwd, state.open_file) == ("/repo", "/repo/r.py")
     edit = classify(tool_call("bash", command="edit 1:1\nx = 1\nend_of_edit"), state)
@@ -141,8 +139,7 @@ def test_parse_arguments() -> None:
 
 
 def test_table_from_config() -> None:
-    table = tools_from_mapping({"view_file": {"kind": "read", "path": ["filename"]},
-                                "runner": {"kind": "shell", "command": "cmd"}})
+    table = tools_from_mapping({"view_file": {"kind": "read", "path": ["filename"]}, "runner": {"kind": "shell", "command": "cmd"}})
     assert kind_path_range(tool_call("view_file", filename="a"), ClassifyState(tools=table)) == ("read", "a", None)
     assert kind_path_range(tool_call("runner", cmd="cat b"), ClassifyState(tools=table))[:2] == ("read", "b")
     assert "Read" in table

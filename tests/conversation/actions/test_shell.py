@@ -22,8 +22,13 @@ def test_table_covers_the_traces() -> None:
 @pytest.mark.parametrize("row", TABLE, ids=[f"{i}:{r['command'][:40]}" for i, r in enumerate(TABLE)])
 def test_table(row: dict[str, Any]) -> None:
     action = parse_shell(row["command"], None)
-    got = {"kind": action.kind, "path": action.path, "range": list(action.range) if action.range else None,
-           "selector": action.selector, "writes": list(action.writes)}
+    got = {
+        "kind": action.kind,
+        "path": action.path,
+        "range": list(action.range) if action.range else None,
+        "selector": action.selector,
+        "writes": list(action.writes),
+    }
     want = {k: row[k] for k in got}
     assert got == want
     assert list(action.uses) == row.get("uses", [])

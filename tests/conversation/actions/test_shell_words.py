@@ -31,10 +31,24 @@ def words(text: str) -> list[str] | str:
         return "error"
 
 
-@pytest.mark.parametrize("text", [
-    "", "   ", "ls -la", "a&&b||c;d", "echo 'a b' \"c d\" e\\ f", "x=''  ''", "cat <<< x >> y 2>&1 |& tee z",
-    "echo \"a\\\\b\\$c\\\"\"", "echo 'unclosed", "echo \"unclosed", "trailing \\", "a\\\nb", "(cd x; ls)&",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "ls -la",
+        "a&&b||c;d",
+        "echo 'a b' \"c d\" e\\ f",
+        "x=''  ''",
+        "cat <<< x >> y 2>&1 |& tee z",
+        'echo "a\\\\b\\$c\\""',
+        "echo 'unclosed",
+        'echo "unclosed',
+        "trailing \\",
+        "a\\\nb",
+        "(cd x; ls)&",
+    ],
+)
 def test_examples(text: str) -> None:
     assert words(text) == shlex_words(text)
 

@@ -25,6 +25,6 @@ def test_a_citation_or_a_code_block_is_not_a_definition() -> None:
 
 
 def test_the_same_line_hashes_the_same_whatever_its_spacing() -> None:
-    a, = definitions("[D001] Use   Ollama")
-    b, = definitions("  [D001] Use Ollama  ")
+    (a,) = definitions("[D001] Use   Ollama")
+    (b,) = definitions("  [D001] Use Ollama  ")
     assert a.line_hash == b.line_hash

@@ -5,8 +5,14 @@ from __future__ import annotations
 from memory.anchors.anchor import Anchor
 from memory.anchors.render import compact, export, full
 
-FIELDS = {"decision": "Use Ollama locally", "alternatives": "OpenAI API", "why": "cost, privacy", "impact": "src/llm/",
-          "verification": "pytest tests/test_review.py", "rollback": "LLM_BACKEND=openai"}
+FIELDS = {
+    "decision": "Use Ollama locally",
+    "alternatives": "OpenAI API",
+    "why": "cost, privacy",
+    "impact": "src/llm/",
+    "verification": "pytest tests/test_review.py",
+    "rollback": "LLM_BACKEND=openai",
+}
 
 
 def test_full_form_has_every_required_section() -> None:

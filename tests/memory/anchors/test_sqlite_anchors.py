@@ -13,8 +13,13 @@ from memory.store.backend import open_database
 from memory.store.base import KeeperDatabase
 from memory.store.options import StoreOptions
 
-FIELDS = {"alternatives": "Postgres", "why": "nothing to install", "impact": "memory/store", "verification": "pytest",
-          "rollback": "store.backend: memory"}
+FIELDS = {
+    "alternatives": "Postgres",
+    "why": "nothing to install",
+    "impact": "memory/store",
+    "verification": "pytest",
+    "rollback": "store.backend: memory",
+}
 
 
 @pytest.fixture

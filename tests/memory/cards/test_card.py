@@ -35,18 +35,21 @@ def test_the_seeds_card_is_read_with_every_field(tmp_path: Path) -> None:
     assert card.body.startswith("## 核心原则") and card.path == path and card.scope == "project"
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("no front matter here\n", "no YAML front matter"),
-    ("---\ntitle: [unclosed\n---\nbody\n", "not valid YAML"),
-    ("---\n- a list\n---\nbody\n", "mapping of fields"),
-    ("---\ntags: [a]\n---\nbody\n", "needs a title"),
-    ("---\ntitle: t\ntags: {a: 1}\n---\nbody\n", "tags must be a list"),
-    ("---\ntitle: t\nrelevance_score: 7\n---\nbody\n", "relevance_score must be"),
-    ("---\ntitle: t\ncreated_at: [1]\n---\nbody\n", "created_at must be"),
-    ("---\ntitle: t\ncreated_at: 2026-13-45\n---\nbody\n", "cannot be read"),
-    ("---\ntitle: t\ntags: &x [*x]\n---\nbody\n", "tags must be a list"),
-    ("---\ntitle: !!python/object:os.system x\n---\nbody\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("no front matter here\n", "no YAML front matter"),
+        ("---\ntitle: [unclosed\n---\nbody\n", "not valid YAML"),
+        ("---\n- a list\n---\nbody\n", "mapping of fields"),
+        ("---\ntags: [a]\n---\nbody\n", "needs a title"),
+        ("---\ntitle: t\ntags: {a: 1}\n---\nbody\n", "tags must be a list"),
+        ("---\ntitle: t\nrelevance_score: 7\n---\nbody\n", "relevance_score must be"),
+        ("---\ntitle: t\ncreated_at: [1]\n---\nbody\n", "created_at must be"),
+        ("---\ntitle: t\ncreated_at: 2026-13-45\n---\nbody\n", "cannot be read"),
+        ("---\ntitle: t\ntags: &x [*x]\n---\nbody\n", "tags must be a list"),
+        ("---\ntitle: !!python/object:os.system x\n---\nbody\n", "not valid YAML"),
+    ],
+)
 def test_a_malformed_card_is_refused_saying_why(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(CardError, match=reason):
         parse_card(text, tmp_path / "x.md")
@@ -82,7 +85,12 @@ def test_a_written_card_reads_back_and_never_replaces_a_file(tmp_path: Path) -> 
     second = write_card(tmp_path / "cards", "Fix: ImportError in app.py", text.replace("…", "other"))
     assert first.name == "fix-importerror-in-app-py.md" and second.name == "fix-importerror-in-app-py-2.md"
     card = read_card(first)
-    assert (card.title, card.tags, card.source_agent, card.created_at) == ("Fix: ImportError in app.py", ("python", "import"), "agent-a", "2026-03-01")
+    assert (card.title, card.tags, card.source_agent, card.created_at) == (
+        "Fix: ImportError in app.py",
+        ("python", "import"),
+        "agent-a",
+        "2026-03-01",
+    )
     assert "…" in first.read_text() and "other" in second.read_text()
 
 

@@ -13,7 +13,11 @@ from memory.cards.index import CardIndex
 def card(folder: Path, name: str, title: str, tags: list[str] | None = None, body: str = "", relevance: float | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    meta = f"title: {title!r}\n" + (f"tags: {tags!r}\n" if tags is not None else "") + (f"relevance_score: {relevance}\n" if relevance is not None else "")
+    meta = (
+        f"title: {title!r}\n"
+        + (f"tags: {tags!r}\n" if tags is not None else "")
+        + (f"relevance_score: {relevance}\n" if relevance is not None else "")
+    )
     path.write_text(f"---\n{meta}---\n{body}\n", encoding="utf-8")
     return path
 

@@ -6,11 +6,23 @@ from memory.cards.keywords import keywords_from, parts_of
 
 
 def test_each_kind_of_keyword_is_found() -> None:
-    text = ('The CardIndex calls load_config() in config.schema; see `ruyi cards search` and the "knowledge cards" folder. '
-            "WAL mode on SQLite, httpClient retries, MAX_INJECT stays 3. 他说「知识卡片」很好.")
+    text = (
+        'The CardIndex calls load_config() in config.schema; see `ruyi cards search` and the "knowledge cards" folder. '
+        "WAL mode on SQLite, httpClient retries, MAX_INJECT stays 3. 他说「知识卡片」很好."
+    )
     found = keywords_from([text])
-    for word in ("CardIndex", "load_config", "config.schema", "ruyi cards search", "knowledge cards", "WAL", "SQLite",
-                 "httpClient", "MAX_INJECT", "知识卡片"):
+    for word in (
+        "CardIndex",
+        "load_config",
+        "config.schema",
+        "ruyi cards search",
+        "knowledge cards",
+        "WAL",
+        "SQLite",
+        "httpClient",
+        "MAX_INJECT",
+        "知识卡片",
+    ):
         assert word in found, word
 
 

@@ -28,12 +28,17 @@ def test_each_agent_gets_its_own_projects_rules_and_cards_and_never_anothers(tmp
     write(a / ".ruyi" / "knowledge-cards" / "a.md", "---\ntitle: Deploy checklist\n---\nA's deploy\n")
     write(b / "docs" / "cards" / "b.md", "---\ntitle: Deploy checklist\n---\nB's deploy\n")
     write(tmp_path / "global" / "g.md", "---\ntitle: Deploy basics\n---\nfor all\n")
-    config = load_config(config_file(tmp_path, f"""
-cards: {{global_dir: {tmp_path / 'global'}}}
+    config = load_config(
+        config_file(
+            tmp_path,
+            f"""
+cards: {{global_dir: {tmp_path / "global"}}}
 agents:
   agent-a: {{workspace_root: {a}}}
   agent-b: {{workspace_root: {b}, cards_dir: docs/cards, global_cards: false}}
-"""))
+""",
+        )
+    )
     shelf = Shelf()
     ws_a, ws_b = for_agent(config, "agent-a"), for_agent(config, "agent-b")
     assert ws_a.card_dirs == (a / ".ruyi" / "knowledge-cards", tmp_path / "global")
@@ -63,13 +68,16 @@ def test_the_same_folders_share_one_index(tmp_path: Path) -> None:
     assert shelf.cards(for_agent(config, "a")) is shelf.cards(for_agent(config, "b"))
 
 
-@pytest.mark.parametrize(("text", "key"), [
-    ("agents: {'bad agent': {workspace_root: /x}}", "(top level)"),
-    ("agents: {a: {workspace: /x}}", "agents.a.workspace"),
-    ("agents: [a]", "agents"),
-    ("workspace: {rules: []}", "workspace"),
-    ("cards: {max_inject: -1}", "cards"),
-])
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("agents: {'bad agent': {workspace_root: /x}}", "(top level)"),
+        ("agents: {a: {workspace: /x}}", "agents.a.workspace"),
+        ("agents: [a]", "agents"),
+        ("workspace: {rules: []}", "workspace"),
+        ("cards: {max_inject: -1}", "cards"),
+    ],
+)
 def test_bad_settings_stop_start_up_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(config_file(tmp_path, text + "\n"))

@@ -12,7 +12,9 @@ def test_the_childs_own_marker_wins_then_the_rule() -> None:
 
 
 def test_aggregation_puts_high_first_and_stays_within_the_budget() -> None:
-    results = [{"child_id": f"c{i}", "importance": level, "text": f"{level} finding " + "x" * 300} for i, level in enumerate(("LOW", "MEDIUM", "HIGH"))]
+    results = [
+        {"child_id": f"c{i}", "importance": level, "text": f"{level} finding " + "x" * 300} for i, level in enumerate(("LOW", "MEDIUM", "HIGH"))
+    ]
     out = aggregate(results, "compact")
     assert len(out["text"]) <= 500 and out["text"].splitlines()[0].startswith("- [H] HIGH")
     assert aggregate(results, "normal", budget=50)["left_out"] == 2

@@ -12,9 +12,11 @@ def test_sqlite_s_insert_or_becomes_an_upsert_on_the_primary_key(pg_url: str) ->
     assert sql("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?, ?, ?)") == "INSERT INTO snapshots VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
     assert sql("INSERT OR REPLACE INTO session_facts VALUES (?, ?, ?, ?)") == (
         "INSERT INTO session_facts VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, session_id) DO UPDATE SET body = excluded.body, "
-        "updated_at = excluded.updated_at")
+        "updated_at = excluded.updated_at"
+    )
     assert sql("insert or replace into anchor_lines (agent_id, line_hash, anchor_id) values (?, ?, ?)").endswith(
-        "ON CONFLICT (agent_id, line_hash) DO UPDATE SET anchor_id = excluded.anchor_id")
+        "ON CONFLICT (agent_id, line_hash) DO UPDATE SET anchor_id = excluded.anchor_id"
+    )
     with db.transaction() as c:
         for body in ("first", "second"):
             c.execute("INSERT OR REPLACE INTO session_facts VALUES (?, ?, ?, ?)", ("a", "s", body, 1.0))

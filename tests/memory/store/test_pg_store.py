@@ -26,8 +26,7 @@ def test_migrated_to_the_latest_version_once_and_reopened_as_is(pg_server: str) 
             store.write(Changes(sessions=[SessionRecord("a", "s", last_seen=1.0)]))
             store.close()
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
-                (v,) for v in range(1, pg_schema.LATEST + 1)]
+            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [(v,) for v in range(1, pg_schema.LATEST + 1)]
         store = PgStore(url)
         assert store.load_session("a", "s") is not None and store.session_ids("a") == ["s"]
         store.close()
@@ -116,8 +115,10 @@ def test_two_replicas_recording_the_same_request_at_once_leave_one_row_each(pg_u
         t.join()
     assert errors == []
     with psycopg.connect(pg_url) as conn:
-        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
-                  for t in ("sessions", "chain", "links", "tips", "decisions", "refs", "reports", "audit")}
+        counts = {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+            for t in ("sessions", "chain", "links", "tips", "decisions", "refs", "reports", "audit")
+        }
     assert counts == {"sessions": 1, "chain": 20, "links": 20, "tips": 1, "decisions": 20, "refs": 20, "reports": 1, "audit": 1}
     stored = stores[1].load_session("a", "s")
     assert stored is not None and stored.links == links and stored.is_tip and len(stored.decisions) == 20
@@ -226,6 +227,7 @@ def test_recall_and_the_keeper_replace_connections_the_server_ended(pg_url: str)
 def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_server: str) -> None:
     """Migrations after those written in pg_schema are SQLite's, translated: on SQLite's own migrations 1 and 3 the
     translation makes the tables and columns the written ones have (less their ``id``), reserved names quoted."""
+
     def tables(url: str) -> dict[str, set[str]]:
         with psycopg.connect(url) as conn:
             rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()").fetchall()
@@ -234,7 +236,9 @@ def test_sqlite_s_migrations_translate_to_the_tables_written_for_postgres(pg_ser
             found.setdefault(table, set()).add(column)
         return found
 
-    assert 'window" BIGINT' in pg_schema.translated(sqlite_schema.MIGRATIONS[0]) and "WITHOUT ROWID" not in pg_schema.translated(sqlite_schema.MIGRATIONS[2])
+    assert 'window" BIGINT' in pg_schema.translated(sqlite_schema.MIGRATIONS[0]) and "WITHOUT ROWID" not in pg_schema.translated(
+        sqlite_schema.MIGRATIONS[2]
+    )
     with pytest.raises(ValueError, match="virtual table"):
         pg_schema.translated(sqlite_schema.MIGRATIONS[1])
     with pg.fresh_schema(pg_server) as written, pg.fresh_schema(pg_server) as translated:
@@ -261,8 +265,10 @@ def test_the_report_reads_the_same_audit_records_from_both_backends(pg_url: str,
     lite, pgs = SQLiteStore(tmp_path / "ruyi.db"), PgStore(pg_url)
     for store in (lite, pgs):
         store.write_background([Audit(agent, "s", f"r{i}", {"i": i, "agent": agent}) for i in range(5) for agent in ("a", "b/sub")])
+
     def seen(store: object) -> list[tuple[str, str, str, dict[str, object]]]:
         return [(r.agent_id, r.session_id, r.request_id, r.body) for r in store.audit_records()]  # type: ignore[attr-defined]
+
     assert seen(pgs) == seen(lite) and len(seen(pgs)) == 10
     assert list(pgs.audit_records(since=9e18)) == []
     lite.close()
@@ -289,8 +295,7 @@ def test_replicas_starting_together_on_an_empty_database_migrate_it_once(pg_serv
             t.join()
         assert errors == [] and len(opened) == 4
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
-                (v,) for v in range(1, pg_schema.LATEST + 1)]
+            assert conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [(v,) for v in range(1, pg_schema.LATEST + 1)]
         for store in opened:
             store.close()
 

@@ -15,9 +15,11 @@ from memory.store.base import ChunkRow, Turn
 from memory.store.sqlite_recall import Recall, index_text, match_query, matched, terms
 from memory.store.sqlite_store import SQLiteStore
 
-WORDS = ("parser tokenizer config loader retry backoff cache index migration schema session agent window budget stream "
-         "socket timeout handler request response header payload encoder decoder buffer flush commit rollback vacuum "
-         "checkpoint journal cursor").split()
+WORDS = (
+    "parser tokenizer config loader retry backoff cache index migration schema session agent window budget stream "
+    "socket timeout handler request response header payload encoder decoder buffer flush commit rollback vacuum "
+    "checkpoint journal cursor"
+).split()
 PATHS = ("src/cli/parse_args.py", "proxy/flow.py", "memory/store/sqlite_store.py", "tests/test_args.py", "docs/DESIGN.md")
 
 
@@ -51,8 +53,7 @@ def _old_database(path: Path, rng: random.Random) -> list[tuple[str, str]]:
             conn.execute("INSERT INTO turns VALUES (?, ?, ?, ?, 'tool', 1.0, ?)", (agent, session, n, f"h{n}", json.dumps(body)))
             rows.append((index_text(text), agent, session, "turn", f"{n}:h{n}"))
         else:
-            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, 1, 2, 1.0, 'extractive', '[]', '[]', ?, ?)",
-                         (agent, session, f"c{n}", text[:40], text))
+            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, 1, 2, 1.0, 'extractive', '[]', '[]', ?, ?)", (agent, session, f"c{n}", text[:40], text))
             rows.append((index_text(text), agent, session, "chunk", f"c{n}"))
     conn.executemany("INSERT INTO recall_fts VALUES (?, ?, ?, ?, ?)", rows)
     conn.execute("COMMIT")
@@ -60,16 +61,25 @@ def _old_database(path: Path, rng: random.Random) -> list[tuple[str, str]]:
     return keys
 
 
-def _old_search(conn: sqlite3.Connection, agent_id: str, session_id: str | None, text: str, limit: int = 5,
-                kinds: tuple[str, ...] = ("chunk", "turn"), agents: list[str] | None = None) -> list[tuple[str, str, str, int]]:
+def _old_search(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    session_id: str | None,
+    text: str,
+    limit: int = 5,
+    kinds: tuple[str, ...] = ("chunk", "turn"),
+    agents: list[str] | None = None,
+) -> list[tuple[str, str, str, int]]:
     """The search before migration 7, as it was (without reading the rows back)."""
     words = terms(text)
     scope = list(agents) if agents is not None else [agent_id]
     everyone = scope == ["*"]
-    sql = ("SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?" +
-           ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})") +
-           (" AND session_id = ?" if session_id is not None else "") +
-           f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?")
+    sql = (
+        "SELECT kind, ref, agent_id, session_id, text FROM recall_fts WHERE recall_fts MATCH ?"
+        + ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})")
+        + (" AND session_id = ?" if session_id is not None else "")
+        + f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts) LIMIT ?"
+    )
     args = [match_query(words), *([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
     hits = [(kind, ref, session, matched(words, indexed)) for kind, ref, _, session, indexed in conn.execute(sql, args).fetchall()]
     hits.sort(key=lambda h: -h[3])
@@ -86,8 +96,13 @@ def test_a_store_written_before_the_scope_column_is_carried_over_and_searches_gi
     keys = _old_database(path, rng)
     queries = [_text(rng) for _ in range(12)] + ["parse_args", "内存", "err_7 timeout", "src/cli/parse_args.py retry"]
     old = sqlite3.connect(path)
-    expected = {(a, s, q, k, x): _old_search(old, a, s, q, kinds=k, agents=x)
-                for a, s in keys for q in queries for k in (("chunk", "turn"), ("turn",)) for x in (None,)}
+    expected = {
+        (a, s, q, k, x): _old_search(old, a, s, q, kinds=k, agents=x)
+        for a, s in keys
+        for q in queries
+        for k in (("chunk", "turn"), ("turn",))
+        for x in (None,)
+    }
     wide = {(a, q): _old_search(old, a, None, q, 6) for a in ("a", "b") for q in queries}
     several = {q: _old_search(old, "a", None, q, 3, agents=["a", "a/sub"]) for q in queries}
     everyone = {q: _old_search(old, "a", None, q, 3, agents=["*"]) for q in queries}
@@ -119,10 +134,12 @@ def test_rows_written_after_the_migration_rank_as_the_old_index_ranked_them(tmp_
     path = tmp_path / "old.db"
     keys = _old_database(path, rng)
     old = sqlite3.connect(path)
-    rows = old.execute("SELECT f.kind, f.ref, f.agent_id, f.session_id, coalesce(t.body, c.summary) FROM recall_fts f "
-                       "LEFT JOIN turns t ON f.kind = 'turn' AND t.agent_id = f.agent_id AND t.session_id = f.session_id AND "
-                       "t.turn || ':' || t.hash = f.ref LEFT JOIN chunks c ON f.kind = 'chunk' AND c.agent_id = f.agent_id AND "
-                       "c.session_id = f.session_id AND c.chunk_id = f.ref ORDER BY f.rowid").fetchall()
+    rows = old.execute(
+        "SELECT f.kind, f.ref, f.agent_id, f.session_id, coalesce(t.body, c.summary) FROM recall_fts f "
+        "LEFT JOIN turns t ON f.kind = 'turn' AND t.agent_id = f.agent_id AND t.session_id = f.session_id AND "
+        "t.turn || ':' || t.hash = f.ref LEFT JOIN chunks c ON f.kind = 'chunk' AND c.agent_id = f.agent_id AND "
+        "c.session_id = f.session_id AND c.chunk_id = f.ref ORDER BY f.rowid"
+    ).fetchall()
     items: list[Any] = []
     for kind, ref, agent, session, stored in rows:
         if kind == "turn":
@@ -134,7 +151,7 @@ def test_rows_written_after_the_migration_rank_as_the_old_index_ranked_them(tmp_
     recall = Recall()  # in memory: the latest schema from the start
     try:
         for start in range(0, len(items), 50):  # in several transactions, as the background writer does
-            recall.write_background(items[start: start + 50])
+            recall.write_background(items[start : start + 50])
         queries = [_text(rng) for _ in range(10)]
         for a, s in keys:
             for q in queries:

@@ -22,14 +22,16 @@ MakeStore = Callable[[], Store]
 
 def a_session(store: Store, agent: str = "a", sid: str = "s1", last_seen: float = 100.0) -> None:
     links = ("l0", "l1", "l2")
-    store.write(Changes(
-        sessions=[SessionRecord(agent, sid, created_at=1.0, last_seen=last_seen, requests=1)],
-        chains=[ChainUpdate(agent, sid, 0, links)],
-        links=[(agent, link, sid) for link in links],
-        tips=[(agent, "l2", sid)],
-        decisions=[(agent, sid, "l1", [{"ref_id": "r1", "new_text": "[ruyi: gone]"}])],
-        refs=[(agent, sid, "r1", "original text")],
-    ))
+    store.write(
+        Changes(
+            sessions=[SessionRecord(agent, sid, created_at=1.0, last_seen=last_seen, requests=1)],
+            chains=[ChainUpdate(agent, sid, 0, links)],
+            links=[(agent, link, sid) for link in links],
+            tips=[(agent, "l2", sid)],
+            decisions=[(agent, sid, "l1", [{"ref_id": "r1", "new_text": "[ruyi: gone]"}])],
+            refs=[(agent, sid, "r1", "original text")],
+        )
+    )
 
 
 def test_created_in_wal_mode_at_the_latest_version_and_reopened_as_is(tmp_path: Path) -> None:

@@ -63,7 +63,6 @@ async def test_a_failing_write_is_counted_never_raised(make_store: Callable[[], 
     assert (writer.written, writer.failed) == (0, 1)
 
 
-
 async def test_a_lone_surrogate_fails_alone_and_is_stored_safely(tmp_path: Path) -> None:
     """One tenant's text never drops another's records: a lone surrogate (valid JSON, not UTF-8) in raw turns of one
     agent, in the same batch as a victim's; every record is written, that one with U+FFFD in the surrogate's place."""
