@@ -316,22 +316,25 @@ async def slow_clients(connections: int, header_timeout_s: float = 1.0) -> dict[
             opened.append((reader, writer))
         async with client(60) as http:
             status, _ = await timed(http, stack.url, body(0), {"X-Ruyi-Agent": "normal"})
-        closed, started = 0, time.perf_counter()
-        while time.perf_counter() - started < header_timeout_s * 20:
-            closed = 0
-            for reader, writer in opened:
+        cut: set[int] = set()
+        started = time.perf_counter()
+        while time.perf_counter() - started < header_timeout_s * 20 and len(cut) < connections:
+            for i, (reader, writer) in enumerate(opened):
+                if i in cut:
+                    continue
+                try:
+                    writer.write(b"X")  # one more byte of the head
+                    await writer.drain()
+                    if not await asyncio.wait_for(reader.read(1 << 16), 0.05):
+                        cut.add(i)  # the server closed it
+                except TimeoutError:
+                    pass
+                except ConnectionError:  # closed, perhaps reset, before the byte went or the answer was read
+                    cut.add(i)
                 if reader.at_eof():
-                    closed += 1
-                else:
-                    try:
-                        writer.write(b"X")  # one more byte of the head
-                        await asyncio.wait_for(reader.read(1 << 16), 0.01)
-                    except (TimeoutError, ConnectionError):
-                        pass
-                    closed += reader.at_eof()
-            if closed == connections:
-                break
+                    cut.add(i)
             await asyncio.sleep(0.2)
+        closed = len(cut)
         for _, writer in opened:
             writer.close()
         return {"connections": connections, "cut": closed, "normal_request": status, "alive": stack.procs[-1].poll() is None}
