@@ -15,110 +15,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, fake_upstream, free_port, ruyi, stop
-
-SECRET = "sk-ruyi-reliability-0123456789abcdefghijklmnop"
-"""A client's key and a secret in a message: neither may reach the store, the log or an error."""
-
-
-@dataclass
-class Stack:
-    """A fake upstream and a `ruyi serve` in front of it, each its own process."""
-
-    upstream: str
-    url: str
-    data_dir: Path
-    log: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    @property
-    def ruyi_pid(self) -> int:
-        return self.procs[-1].pid
-
-
-TREE = {"root": ROOT}
-"""The source tree of the Ruyi under test (``--root``: another checkout, for a before/after)."""
-
-
-def start(config: dict[str, Any] | None = None, **switches: Any) -> Stack:
-    up, port = free_port(), free_port()
-    procs = [fake_upstream(up, **switches)]
-    try:
-        proc = ruyi(port, f"http://127.0.0.1:{up}/v1", config or {}, TREE["root"])
-    except BaseException:
-        stop(procs)
-        raise
-    procs.append(proc)
-    args = [str(a) for a in proc.args]  # type: ignore[union-attr]
-    data = Path(args[args.index("--config") + 1]).parent
-    return Stack(f"http://127.0.0.1:{up}", f"http://127.0.0.1:{port}", data / "data", data / "ruyi.log", procs)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def disk_bytes(data_dir: Path) -> int:
-    return sum(p.stat().st_size for p in data_dir.glob("*") if p.is_file())
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-def body(i: int, stream: bool = False, words: int = 20) -> dict[str, Any]:
-    return {
-        "model": "gpt-4o",
-        "stream": stream,
-        "messages": [
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": f"agent {i}: fix the failing test " + "context " * words},
-        ],
-    }
-
-
-async def timed(http: aiohttp.ClientSession, url: str, payload: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, float]:
-    """(status, seconds to the first body byte)."""
-    started = time.perf_counter()
-    async with http.post(url + "/v1/chat/completions", json=payload, headers=headers or {}) as resp:
-        first = None
-        async for _ in resp.content.iter_any():
-            if first is None:
-                first = time.perf_counter() - started
-        return resp.status, first if first is not None else time.perf_counter() - started
-
-
-def client(timeout_s: float = 300) -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=timeout_s))
-
-
-async def stats(url: str) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http, http.get(url + "/ruyi/v1/stats") as r:
-        return dict(await r.json())
-
+from bench.processes import ROOT, free_port, stop
+from bench.reliability.stack import SECRET, TREE, body, client, disk_bytes, fds, pct, rss_mb, start, stats, timed
 
 # --- scenarios: each returns its figures (a flat dict) ---
 
