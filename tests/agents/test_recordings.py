@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.savings.agents_sessions import AGENTS, LONG, cache_hit, compact, cost, expand, is_main, prefix_cached, read_recording
+from bench.savings.agent_recordings import AGENTS, LONG, compact, expand, read_recording
+from bench.savings.agents_sessions import cache_hit, cost, is_main, prefix_cached
 from tests.agents.harness import chat_problems
 from tests.anthropic_shape import problems
 
