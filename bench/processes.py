@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -51,6 +52,15 @@ def ruyi(port: int, upstream: str, config: Mapping[str, Any] | None = None, root
     env = {"RUYI_DATA_DIR": str(data / "data"), "RUYI_LOG_LEVEL": "info", "PYTHONPATH": str(root)}
     args = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream, "--config", str(config_file)]
     return spawn(args, port, env, cwd=root)
+
+
+async def serve(checkout: Path, port: int, upstream: str, data_dir: Path) -> asyncio.subprocess.Process:
+    """`ruyi serve` of the source tree ``checkout`` on ``port``, its store in ``data_dir``, started from the event loop
+    (the caller waits for it to answer, and kills it)."""
+    env = {**os.environ, "RUYI_DATA_DIR": str(data_dir), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
+    args = ["-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream]
+    out = asyncio.subprocess.DEVNULL
+    return await asyncio.create_subprocess_exec(sys.executable, *args, cwd=checkout, env=env, stdout=out, stderr=out)
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:

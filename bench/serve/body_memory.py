@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -30,6 +28,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.processes import free_port, serve  # noqa: E402
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
 
 WORDS = (
@@ -57,12 +56,6 @@ WORDS = (
     "file",
     "path",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def memory_mib(pid: int) -> tuple[float, float]:
@@ -144,21 +137,7 @@ async def settled(pid: int, quiet_s: float = 1.5, most_s: float = 60.0) -> tuple
 async def measure(checkout: Path, upstream: str, data_dir: Path, raw: bytes) -> dict[str, float]:
     shutil.rmtree(data_dir, ignore_errors=True)  # a fresh store each time
     port = free_port()
-    env = {**os.environ, "RUYI_DATA_DIR": str(data_dir), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "proxy.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--upstream",
-        upstream,
-        cwd=checkout,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await serve(checkout, port, upstream, data_dir)
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:

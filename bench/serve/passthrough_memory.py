@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import sys
 from pathlib import Path
 
@@ -21,13 +19,8 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.processes import free_port, serve  # noqa: E402
 from tests.fake_upstream import FakeUpstream, make_fake_app  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def peak_mib(pid: int) -> float:
@@ -39,21 +32,7 @@ def peak_mib(pid: int) -> float:
 
 async def measure(checkout: Path, upstream: str, data_dir: Path) -> tuple[float, float, int]:
     port = free_port()
-    env = {**os.environ, "RUYI_DATA_DIR": str(data_dir), "RUYI_LOG_LEVEL": "warning", "PYTHONPATH": str(checkout)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "proxy.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--upstream",
-        upstream,
-        cwd=checkout,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await serve(checkout, port, upstream, data_dir)
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as http:
