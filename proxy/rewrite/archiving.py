@@ -192,9 +192,7 @@ class ArchiveStep:
         mem.archived, mem.positions = done, done.positions
         mem.decisions[ARCHIVES] = with_record(archives, done.record, self.options.kept)
         outcome.decisions[ARCHIVES] = mem.decisions[ARCHIVES]
-        outcome.tokens_after, outcome.raw_tokens_after = done.tokens, done.raw_tokens
-        usage = m.budget.usage(done.tokens)
-        outcome.report.update(tokens_after=done.tokens, usage_after=round(usage, 4), tier_after=tier_for(usage, self.tiers, True).value)
+        outcome.shrunk(done.raw_tokens, done.tokens, m.budget, self.tiers)
         outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks))
         return done.messages
 

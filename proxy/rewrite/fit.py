@@ -14,7 +14,6 @@ from conversation.task import head_end
 from proxy.context import RequestContext
 from proxy.dialects.errors import ProxyError
 from proxy.know.options import TierOptions, WindowOptions
-from proxy.know.tiers import tier_for
 from redaction.redact import redact
 from strategies.fit import cuttable_text, fit
 from strategies.pipeline import apply_replacements
@@ -55,11 +54,8 @@ class FitStep:
         if cuts:
             saved = sum(r.tokens_saved for r in cuts)
             tokens -= saved
-            outcome.raw_tokens_after = tokens
-            outcome.tokens_after = m.calibrated(tokens)
+            outcome.shrunk(tokens, m.calibrated(tokens), m.budget, self.tiers)
             outcome.refs.update({r.ref_id: redact(r.original) for r in cuts})
-            usage = m.budget.usage(outcome.tokens_after)
-            outcome.report.update(tokens_after=outcome.tokens_after, usage_after=round(usage, 4), tier_after=tier_for(usage, self.tiers, True).value)
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)
@@ -90,7 +86,8 @@ def refusal(ctx: RequestContext) -> ProxyError | None:
     why = (
         f"Ruyi could not fit this request into the {window:,}-token window of {ctx.model or 'this model'} (source: "
         f"{m.window.source}) even after pruning, archiving and cutting the newest turns: the system text and the task "
-        f"are {unfit['head']:,} tokens, the newest message {unfit['newest']:,}, the tools and the rest {unfit['rest']:,}. "
+        f"are {unfit['head']:,} tokens, the turns kept after them {unfit['turns']:,}, the newest message {unfit['newest']:,}, "
+        f"the tools and the rest {unfit['rest']:,}. "
         "Shorten the system prompt or the task, or give the model a larger window (window.models)."
     )
     if ctx.wire == "anthropic":

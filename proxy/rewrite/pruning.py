@@ -44,6 +44,13 @@ class Outcome:
     raw_tokens_after: int = 0
     """The prompt as rewritten, on our estimate's scale (what calibration compares the upstream's count with)."""
 
+    def shrunk(self, raw_tokens: int, tokens: int, budget: Budget, tiers: TierOptions) -> None:
+        """What the request comes to once a later step (an archive, a cut to fit) made it smaller: its size on our scale
+        and the upstream's, and the report's size, usage and tier (the archive tier's meaning, as the later steps use)."""
+        self.raw_tokens_after, self.tokens_after = raw_tokens, tokens
+        usage = budget.usage(tokens)
+        self.report.update(tokens_after=tokens, usage_after=round(usage, 4), tier_after=tier_for(usage, tiers, True).value)
+
 
 class Pruner:
     """Decides, per request and session, which messages carry which replacement bytes."""
