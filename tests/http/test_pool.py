@@ -28,6 +28,7 @@ async def open_stream(http: aiohttp.ClientSession, proxy: TestServer) -> aiohttp
     return resp
 
 
+@pytest.mark.timeout(180)  # 130 streams opened at once through Ruyi: slow on a loaded 2-core machine, never hung
 async def test_more_streaming_agents_than_the_old_pool_held_all_get_their_first_chunk(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     fake.reply, fake.chunk_delay = " ".join(["word"] * 400), 0.05  # each stream lasts far longer than this test needs
     proxy = await make_proxy()
