@@ -19,6 +19,7 @@ from proxy.http.auth import check_route, identify
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
 from proxy.http.request_body import read_json_body
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
+from proxy.offload import REMEMBER_WAIT_S, Turn
 from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
 from proxy.rewrite.retry import retry_after_refusal, settle_retry_in_turn
@@ -56,18 +57,29 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
                 out = await forward(request, dialect, raw, body, ctx, forwarded)  # send it, retry once after an overflow, relay
         except (asyncio.CancelledError, ConnectionResetError):  # the client went away (or the shutdown's deadline came)
             ctx.status = ended_status(ctx, shutdown.deadline_passed)
-            shutdown.keep(after_answer(request, ctx))  # recorded all the same: what was received, and how it ended
+            shutdown.keep(after_answer(request, ctx, remembering(request, ctx)))  # recorded all the same: what was received, and how it ended
             raise
         ctx.status = out.status
-        await shutdown.finish(after_answer(request, ctx))  # a client that closes now cancels the wait, never the work
+        await shutdown.finish(after_answer(request, ctx, remembering(request, ctx)))  # a client that closes now cancels the wait, never the work
     return out
 
 
-async def after_answer(request: web.Request, ctx: RequestContext) -> None:
+def remembering(request: web.Request, ctx: RequestContext) -> Turn | None:
+    """The session's turn for what this answer teaches, taken as the answer ends (before the client can send its next
+    request): the next request of the session is rewritten once the keeper has remembered it (bounded)."""
+    m = ctx.measurement
+    if m is None or ctx.mode != "on":
+        return None
+    return request.app[appkeys.MEASURER].offload.turns.after_answer((m.session.agent_id, m.session.session_id), REMEMBER_WAIT_S)
+
+
+async def after_answer(request: web.Request, ctx: RequestContext, turn: Turn | None = None) -> None:
     """Calibrate against the upstream's usage, queue the audit record and S0; then, in the keeper's background,
-    anchors the assistant defined, facts for the forms, sub-agents, pool lines."""
-    await observe_off_loop(request, ctx)
-    request.app[appkeys.KEEPER].after_answer(ctx)
+    anchors the assistant defined, facts for the forms, sub-agents, pool lines (``turn`` ends once they are kept)."""
+    try:
+        await observe_off_loop(request, ctx)
+    finally:
+        request.app[appkeys.KEEPER].after_answer(ctx, turn)
 
 
 def ended_status(ctx: RequestContext, deadline_passed: bool) -> int:

@@ -36,6 +36,7 @@ from summaries.llm import LLMSummarizer
 if TYPE_CHECKING:
     from memory.store.base import KeeperDatabase
     from proxy.context import RequestContext
+    from proxy.offload import Turn
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -97,12 +98,12 @@ class Keeper:
 
     # after each answer
 
-    def after_answer(self, ctx: RequestContext) -> None:
+    def after_answer(self, ctx: RequestContext, turn: Turn | None = None) -> None:
         """Off the request path: what the request's new messages and its answer showed (anchors defined, facts for the
-        forms, sub-agent calls waiting for their child, a child's result), the prune batch's pool line."""
+        forms, sub-agent calls waiting for their child, a child's result), the prune batch's pool line; then ``turn`` ends."""
         m = ctx.measurement
         if m is None or ctx.mode != "on":
-            return
+            return turn.end() if turn is not None else None
         try:
             answer = ctx.assembled.message() if ctx.assembled is not None else None
             report = getattr(ctx.pruning, "report", None)
@@ -116,12 +117,13 @@ class Keeper:
                     report if isinstance(report, dict) else None,
                     archive,
                     (list(ctx.noted_messages), m.shared) if ctx.noted_messages else None,
+                    turn,
                 )
             )
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
-            return
+            return turn.end() if turn is not None else None
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         mine = self._agent_tasks.setdefault(m.session.agent_id, set())
@@ -137,6 +139,7 @@ class Keeper:
         report: dict[str, Any] | None,
         archive: dict[str, Any] | None = None,
         whole: tuple[list[dict[str, Any]], int] | None = None,
+        turn: Turn | None = None,
     ) -> None:
         try:
             await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
@@ -147,6 +150,9 @@ class Keeper:
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
+        finally:
+            if turn is not None:
+                turn.end()  # the session's next request is rewritten with what this one taught
 
     def _forget_task(self, agent_id: str, task: asyncio.Task[Any]) -> None:
         mine = self._agent_tasks.get(agent_id)
