@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from memory.sessions import SessionRegistry
+from memory.store.watched_lock import WatchedLock
 
 
 class SerializedRegistry:
@@ -14,9 +14,9 @@ class SerializedRegistry:
     store directly (the background writer, the sweep). Call it from worker threads, never from the event loop:
     a call may wait for another thread's durable write."""
 
-    def __init__(self, registry: SessionRegistry, lock: threading.RLock | None = None) -> None:
+    def __init__(self, registry: SessionRegistry, lock: WatchedLock | None = None) -> None:
         self.registry = registry
-        self.lock = lock if lock is not None else threading.RLock()
+        self.lock = lock if lock is not None else WatchedLock()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.registry, name)

@@ -21,6 +21,9 @@ from typing import Any, TypeVar
 
 import structlog
 
+from memory.store.watched_lock import held_longest
+from proxy.dialects.errors import ProxyError
+
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 TURN_WAIT_S = 300.0
@@ -123,19 +126,60 @@ class SessionTurns:
         return len(self._last)
 
 
+STALL_POLL_S = 0.1
+"""How often a wait for a worker thread looks whether the store is stuck (and how long it waits once it is)."""
+
+
+def stuck_after(deadline_ms: int) -> float:
+    """When a store lock held is a stuck store: 3× ``store.deadline_ms`` (every wait of SQLite's under a lock is bounded
+    by it), at least 2 s (a busy machine)."""
+    return max(3 * deadline_ms / 1000, 2.0)
+
+
+class StoreStalled(ProxyError):
+    """The store has not answered for longer than its bound (a lock of it held that long: a frozen or hung disk): the
+    caller stops waiting (a request goes through unmodified; the admin API answers 503); the work goes on in its thread."""
+
+    def __init__(self) -> None:
+        super().__init__(503, "store_stalled", "Ruyi's store is not answering (its disk is stalled); try again shortly")
+
+
 class Offload:
     """A pool of worker threads shared by the app: rewrites, token counts, JSON of large bodies, store calls."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, stuck_s: float | None = None) -> None:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="ruyi-worker")
         self.turns = SessionTurns()
         self.where: dict[str, int] = {"on_loop": 0, "in_thread": 0}
         """Where requests were rewritten since start-up (counted on the loop): small ones of warm sessions on the loop."""
+        self.stuck_s = stuck_s
+        """A store lock held longer than this is a stuck store (``held_longest``); None: wait for the store however long."""
+        self.stalled = 0
+        """Waits given up because the store was stuck (``store_stalled`` in GET /ruyi/v1/stats)."""
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in a worker thread (with the caller's context variables), awaited."""
+    def stuck(self) -> bool:
+        return self.stuck_s is not None and held_longest() > self.stuck_s
+
+    async def run(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
+        """``fn(*args)`` in a worker thread (with the caller's context variables), awaited. ``bounded``: while it has
+        not returned, once the store is stuck (``stuck``) the wait ends with `StoreStalled` (``fn`` still runs, later);
+        work that never touches the store says ``bounded=False``."""
         call = functools.partial(contextvars.copy_context().run, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        future = asyncio.get_running_loop().run_in_executor(self._pool, call)
+        if not bounded or self.stuck_s is None:
+            return await future
+        try:
+            while True:
+                done, _ = await asyncio.wait((future,), timeout=STALL_POLL_S)
+                if done:
+                    return future.result()
+                if self.stuck():
+                    self.stalled += 1
+                    log.warning("store_stalled_wait_given_up", fn=getattr(fn, "__name__", "call"), held_s=round(held_longest(), 1))
+                    raise StoreStalled()
+        except asyncio.CancelledError:
+            future.cancel()  # not started yet: never started
+            raise
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

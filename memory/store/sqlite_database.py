@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from memory.store.base import Stall, StoreError
 from memory.store.sqlite_schema import migrate
+from memory.store.watched_lock import WatchedLock
 
 
 @contextmanager
@@ -51,7 +51,7 @@ class Database:
 
     def __init__(self, path: Path | None = None, busy_timeout_ms: int = 5000, deadline_ms: int | None = None) -> None:
         self.location = str(path) if path is not None else ":memory:"
-        self.lock = threading.RLock()
+        self.lock = WatchedLock()
         self._busy_ms = busy_timeout_ms
         self.stall = Stall(min(busy_timeout_ms, deadline_ms) if deadline_ms is not None else busy_timeout_ms, self.location)
         """A write waits at most ``store.deadline_ms`` for the database (its reads, on the request path, wait for this

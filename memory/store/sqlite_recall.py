@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
+from memory.store.watched_lock import WatchedLock
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -196,7 +196,7 @@ class Recall:
     def __init__(self, path: Path | None = None, busy_timeout_ms: int = 5000) -> None:
         self.location = str(path) if path is not None else ":memory:"
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
+        self._lock = WatchedLock()
         if path is None:
             for statement in (*SCHEMA.split(";"), *BLOCKS.split(";")):
                 self._conn.execute(statement)

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from memory.forms.report import markdown, summarize
 from memory.session import Session
+from memory.store.watched_lock import held_longest
 from proxy import appkeys
 from proxy.dialects.errors import ProxyError
 from proxy.http.auth import admin_caller
@@ -138,7 +139,8 @@ async def stats(request: web.Request) -> web.Response:
             "pending": sum(w.pending for w in counted),
             "retried": sum(w.retried for w in counted),
         }
-    writes = measurer.sessions.unsaved_stats() if measurer.store is not None else None
+    # counters read without the registry's lock: on the loop, never waiting for a store write (or a stuck disk)
+    writes = measurer.sessions.registry.unsaved_stats() if measurer.store is not None else None  # type: ignore[attr-defined]
     slots = request.app[appkeys.SLOTS]
     pool = {"max_connections": slots.limit, "in_use": slots.in_use, "refused": slots.refused}
     pipeline = request.app[appkeys.PIPELINE]
@@ -148,6 +150,7 @@ async def stats(request: web.Request) -> web.Response:
     keeper = request.app[appkeys.KEEPER]
     kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}
     stall = getattr(measurer.store, "stall", None)
+    offload = measurer.offload
     longctx = request.app.get(appkeys.LONGCTX)
     # work after answers not finished yet: what a restart right now would not find (a test waits for none)
     in_flight = {
@@ -165,10 +168,11 @@ async def stats(request: web.Request) -> web.Response:
             "store_writes": writes,
             "store_queue": queue,
             "store_deadline": stall.stats() if stall is not None else None,
+            "store_stuck": {"stuck": offload.stuck(), "held_s": round(held_longest(), 2), "waits_given_up": offload.stalled},
             "in_flight": in_flight,
             "store_size": size,
             "upstream_pool": pool,
-            "rewrites": dict(measurer.offload.where),
+            "rewrites": dict(offload.where),
             "memory": kept,
         }
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
@@ -12,6 +11,7 @@ from aiohttp import web
 from config.schema import Config
 from memory.cards.workspace import Shelf, for_agent
 from memory.store.backend import open_database, open_recall, open_store
+from memory.store.watched_lock import WatchedLock
 from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys
@@ -32,7 +32,7 @@ from proxy.longctx.service import LongCtx
 from proxy.mcp import endpoint as mcp_endpoint
 from proxy.observe import endpoint as metrics_endpoint
 from proxy.observe.audit_file import AuditFile
-from proxy.offload import Offload
+from proxy.offload import Offload, stuck_after
 from proxy.rewrite.pipeline import Pipeline, Step
 from proxy.ui import pages
 from summaries.llm import LLMSummarizer
@@ -81,14 +81,14 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     session. The registry and the writer share the store's one connection, under one lock."""
     config = app[appkeys.CONFIG]
     store = open_store(config.store)
-    lock = threading.RLock()
+    lock = WatchedLock()  # a store stuck in the kernel shows as this lock held too long (proxy/offload.py)
     writer = Writer(store, config.store.queue_max, lock) if store is not None else None
     if writer is not None:
         writer.start()
     session = make_session(config.upstream)
     app[appkeys.CLIENT] = session
     app[appkeys.SLOTS] = ConnectionSlots(config.upstream)
-    offload = Offload(config.server.worker_threads)
+    offload = Offload(config.server.worker_threads, stuck_after(config.store.deadline_ms))
     app[appkeys.MEASURER] = measurer = Measurer(config, session, store, writer, offload, lock)
     summarizer = LLMSummarizer(config.summarizer) if config.summarizer.model else None
     app[appkeys.LONGCTX] = longctx = LongCtx(config.archive, config.pruning.tool_table(), config.s0, open_recall(config.store, store), summarizer)
@@ -97,7 +97,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
         config.notebook,
         summarizer,
         config.store.busy_timeout_ms,
-        offload.run,
+        functools.partial(offload.run, bounded=False),  # in the background: never given up
         workspaces=functools.partial(for_agent, config),
         shelf=Shelf(config.cards.recheck_seconds),
     )

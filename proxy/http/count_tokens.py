@@ -40,7 +40,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     measurer = app[appkeys.MEASURER]
     tools = body.get("tools") if isinstance(body.get("tools"), list) else None
     messages = ANTHROPIC_MESSAGES.to_canonical(body) or []
-    counted = await measurer.offload.run(measurer.counter.count, ctx.model, messages, tools)
+    counted = await measurer.offload.run(measurer.counter.count, ctx.model, messages, tools, bounded=False)
     forwarded = await _forwarded(request, ctx, messages, counted)  # the archive and pruning in force, simulated
     cut = counted.total - forwarded if forwarded is not None else 0
     added = await _layout_tokens(request, ctx, body, messages, counted.total - cut)  # what Ruyi would add before forwarding

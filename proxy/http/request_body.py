@@ -28,7 +28,11 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     except TimeoutError:
         raise ProxyError(408, "body_timeout", f"the request body did not arrive within {seconds:g} s (limits.body_timeout_seconds)") from None
     try:
-        body = json_codec.loads(raw) if len(raw) <= OFF_LOOP_BYTES else await request.app[appkeys.MEASURER].offload.run(json_codec.loads, raw)
+        body = (
+            json_codec.loads(raw)
+            if len(raw) <= OFF_LOOP_BYTES
+            else await request.app[appkeys.MEASURER].offload.run(json_codec.loads, raw, bounded=False)
+        )
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
     except RecursionError:

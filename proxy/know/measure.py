@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -21,6 +20,7 @@ from memory.session import Session
 from memory.sessions import SessionRegistry
 from memory.shared import SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
+from memory.store.watched_lock import WatchedLock
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
 from proxy.know import tokens as token_module
@@ -65,7 +65,7 @@ class Measurer:
         store: Store | None = None,
         writer: Writer | None = None,
         offload: Offload | None = None,
-        lock: threading.RLock | None = None,
+        lock: WatchedLock | None = None,
     ) -> None:
         self.config = config
         self.client = client

@@ -8,6 +8,7 @@ from aiohttp import web
 from proxy import appkeys
 from proxy.context import RequestContext
 from proxy.longctx.request import audit_fields
+from proxy.offload import StoreStalled
 
 log = structlog.get_logger(__name__)
 
@@ -17,7 +18,7 @@ async def observe_off_loop(request: web.Request, ctx: RequestContext) -> None:
     on the loop when the registry's lock is free this instant, else in a worker thread, never waiting on the loop.
     A request larger than ``server.loop_rewrite_bytes`` with raw turns to keep is observed in a worker thread too:
     its new messages are redacted and hashed (25 MB of tool output: seconds)."""
-    if ctx.measurement is None:
+    if ctx.measurement is None or ctx.mode == "off":  # off: asked, or the store was stuck (went through unmodified)
         return
     measurer = request.app[appkeys.MEASURER]
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
@@ -28,7 +29,10 @@ async def observe_off_loop(request: web.Request, ctx: RequestContext) -> None:
         finally:
             lock.release()
         return
-    await measurer.offload.run(observe, request, ctx)
+    try:
+        await measurer.offload.run(observe, request, ctx)
+    except StoreStalled:  # the answer is on its way; the audit record is written once the store answers again
+        request.app[appkeys.PIPELINE].failures["store_stalled"] += 1
 
 
 def observe(request: web.Request, ctx: RequestContext) -> None:

@@ -17,6 +17,7 @@ from proxy.dialects.base import Dialect
 from proxy.know.window import Window
 from proxy.longctx.request import RequestMemory
 from proxy.longctx.restart import ARCHIVES
+from proxy.offload import StoreStalled
 from proxy.rewrite.archiving import requested_action
 from proxy.rewrite.build import Built, build
 from proxy.rewrite.fit import refusal
@@ -58,16 +59,22 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
         return raw
     plan = _plan_on_loop(app, dialect, raw, body, ctx, request.headers, ollama, window)
     measurer.offload.where["on_loop" if plan.how == "done" else "in_thread"] += 1
-    if plan.how == "done":
-        assert plan.forwarded is not None
-        forwarded = plan.forwarded
-    elif plan.how == "rest_in_turn":  # its turn is taken: the rest runs even if the client goes away meanwhile
-        rest = asyncio.ensure_future(measurer.offload.run(_rewrite_in_turn, app, dialect, raw, body, plan.messages, ctx, plan.built))
-        turn = ctx.measurement.turn if ctx.measurement is not None else None
-        rest.add_done_callback(lambda f: f.cancelled() and turn is not None and turn.end())  # shut down before it ran
-        forwarded = await asyncio.shield(rest)
-    else:
-        forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
+    try:
+        if plan.how == "done":
+            assert plan.forwarded is not None
+            forwarded = plan.forwarded
+        elif plan.how == "rest_in_turn":  # its turn is taken: the rest runs even if the client goes away meanwhile
+            rest = asyncio.ensure_future(measurer.offload.run(_rewrite_in_turn, app, dialect, raw, body, plan.messages, ctx, plan.built))
+            turn = ctx.measurement.turn if ctx.measurement is not None else None
+            rest.add_done_callback(lambda f: f.cancelled() and turn is not None and turn.end())  # shut down before it ran
+            forwarded = await asyncio.shield(rest)
+        else:
+            forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
+    except StoreStalled:  # fail open: the store is stuck (a frozen disk); the rewrite finishes in its thread, unsent
+        app[appkeys.PIPELINE].failures["store_stalled"] += 1
+        ctx.facts["store_stalled"] = True
+        ctx.mode = "off"  # what the thread still does is not this request's: nothing of it is recorded after the answer
+        return raw
     if ctx.measurement is not None:
         measurer.forwarding(ctx.measurement, rewritten=forwarded is not raw)
     longctx = app.get(appkeys.LONGCTX)

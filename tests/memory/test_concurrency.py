@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
@@ -29,6 +30,7 @@ async def vacuum(data_dir: Path) -> int:
     return await proc.wait()
 
 
+@pytest.mark.timeout(180)  # 50 sessions' requests through a real process: ~30 s alone, twice that on a loaded machine
 async def test_fifty_concurrent_sessions_lose_nothing(upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
     traces = [requests_of(load(path)["messages"])[:REQUESTS_EACH] for path in trace_files()]
     work = {f"agent-{n}": traces[n % len(traces)] for n in range(SESSIONS)}
