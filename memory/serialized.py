@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory.sessions import SessionRegistry
-from memory.store.watched_lock import WatchedLock
+from memory.store.locks import WatchedLock
 
 
 class SerializedRegistry:

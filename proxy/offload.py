@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from memory.store.watched_lock import held_longest
+from memory.store.locks import held_longest
 from proxy.dialects.errors import ProxyError
 
 T = TypeVar("T")

@@ -7,7 +7,7 @@ import threading
 import psycopg
 import psycopg_pool
 
-from memory.store.session_locks import slot_of
+from memory.store.locks import slot_of
 
 LOCK_CLASS = 0x52555953
 """pg_advisory_lock(class, key)'s class for sessions ('RUYS'; the schema's own locks use another, memory/store/pg_schema.py)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.store.base import Stall, StoreError
+from memory.store.locks import WatchedLock
 from memory.store.sqlite_schema import migrate
-from memory.store.watched_lock import WatchedLock
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
-from memory.store.watched_lock import WatchedLock
+from memory.store.locks import WatchedLock
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")

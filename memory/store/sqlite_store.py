@@ -26,7 +26,7 @@ from memory.store.base import (
     StoreError,
     Usage,
 )
-from memory.store.session_locks import FileSessionLocks, SlotLock
+from memory.store.locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_recall import delete_sessions
@@ -244,7 +244,7 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
 
     def session_lock(self, agent_id: str, session_id: str) -> SlotLock:
         """Honoured by every process on this file (and every thread of this one): a record lock on a byte of
-        ``ruyi.db-locks`` (memory/store/session_locks.py)."""
+        ``ruyi.db-locks`` (memory/store/locks.py)."""
         return self._locks.lock(agent_id, session_id)
 
     def reports(self, agent_id: str, session_id: str, limit: int) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from memory.forms.report import markdown, summarize
 from memory.session import Session
-from memory.store.watched_lock import held_longest
+from memory.store.locks import held_longest
 from proxy import appkeys
 from proxy.dialects.errors import ProxyError
 from proxy.http.auth import admin_caller

@@ -11,7 +11,7 @@ from aiohttp import web
 from config.schema import Config
 from memory.cards.workspace import Shelf, for_agent
 from memory.store.backend import open_database, open_recall, open_store
-from memory.store.watched_lock import WatchedLock
+from memory.store.locks import WatchedLock
 from memory.store.writer import Writer
 from memory.sweep import sweep_forever
 from proxy import appkeys

@@ -20,7 +20,7 @@ from memory.session import Session
 from memory.sessions import SessionRegistry
 from memory.shared import SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
-from memory.store.watched_lock import WatchedLock
+from memory.store.locks import WatchedLock
 from memory.store.writer import Writer
 from proxy.dialects.base import Assembled
 from proxy.know import tokens as token_module

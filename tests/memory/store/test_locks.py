@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.store.session_locks import FileSessionLocks, slot_of
+from memory.store.locks import FileSessionLocks, slot_of
 from memory.store.sqlite_store import SQLiteStore
 
 JOIN_S = 30.0
@@ -22,7 +22,7 @@ JOIN_S = 30.0
 HOLDER = """
 import sys
 from pathlib import Path
-from memory.store.session_locks import FileSessionLocks
+from memory.store.locks import FileSessionLocks
 lock = FileSessionLocks(Path(sys.argv[1])).lock("agent", "s1")
 lock.acquire()
 print("held", flush=True)
@@ -167,3 +167,24 @@ def test_the_postgres_store_locks_sessions_across_its_connections(pg_url: str) -
     assert order == ["a releasing", "b acquired"]
     a.close()
     b.close()
+
+
+def test_a_watched_lock_knows_how_long_it_has_been_held() -> None:
+    from memory.store.locks import WatchedLock, held_longest
+
+    lock = WatchedLock()
+    assert lock.held_for() == 0.0
+    with lock:
+        with lock:  # re-entrant, as the registry's lock
+            assert lock.acquire(blocking=False)
+            lock.release()
+        started = time.monotonic()
+        while lock.held_for() <= 0.0 and time.monotonic() - started < 10:
+            time.sleep(0.01)
+        assert lock.held_for() > 0.0 and held_longest() >= lock.held_for() - 0.5
+        taken = threading.Event()
+        other = threading.Thread(target=lambda: taken.set() if lock.acquire(timeout=0.05) else None)
+        other.start()
+        other.join(10)
+        assert not taken.is_set()  # held by this thread: another one waits
+    assert lock.held_for() == 0.0
