@@ -30,7 +30,9 @@ class StoreOptions:
     connection holds the database or the disk stalls: past it the request goes on without it (forwarded unmodified, or
     as far as the rewrite goes without it), the write stays queued for the background writer, and it is counted
     (``store_deadline`` in GET /ruyi/v1/stats) and logged (``store_stalled``). While the store stays stalled, requests
-    do not wait at all (one tries again every 2 s). At most ``busy_timeout_ms``."""
+    do not wait at all (one tries again every 2 s). At most ``busy_timeout_ms``. A disk the kernel holds (frozen, hung:
+    a read or write that never returns) is seen as a store lock held over 3× this (at least 2 s): requests then go
+    through unmodified without waiting, the admin API answers 503 ``store_stalled`` (``store_stuck`` in the stats)."""
     max_bytes: int = 0
     """The store's size on disk (SQLite: the file and its write-ahead log) kept under this, in the background in small
     steps: the oldest sessions' raw turns and chunks go first, then their reports and audit records, then whole
