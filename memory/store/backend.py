@@ -35,7 +35,9 @@ def open_recall(options: StoreOptions, store: Store | None) -> Recall | PgRecall
         from memory.store.pg_recall import PgRecall
 
         return PgRecall(options.url, lock_timeout_ms=options.busy_timeout_ms)
-    return Recall(Path(store.location), options.busy_timeout_ms)
+    # its writes are the background writer's, which keeps what a held database refused and tries again: never holding
+    # its lock (which a request's recall search takes) longer than a request would wait for the store
+    return Recall(Path(store.location), min(options.busy_timeout_ms, options.deadline_ms))
 
 
 def open_database(options: StoreOptions) -> Database | PgDatabase:

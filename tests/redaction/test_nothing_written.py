@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
@@ -65,6 +66,7 @@ def leaks(data_dir: Path) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.timeout(180)  # a long session replayed twice through real processes, logging at debug
 async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServer, fake: FakeUpstream, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
