@@ -16,6 +16,8 @@ from proxy.longctx.block import ChunkLine, archive_block
 from proxy.longctx.chunks import Chunk
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
+from summaries.extractive import text_of
+from summaries.recent import recent_work, said
 
 Messages = list[dict[str, Any]]
 NEW_MESSAGE_TOKENS = 4
@@ -135,7 +137,7 @@ def plan(
     h = head_size(client)
     floor = max(h, int(current["end"]) + 1 if current is not None else h)
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
-    block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
+    block_estimate = options.summary_tokens + options.recent_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
     system_in = sorted(
         {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
@@ -295,10 +297,19 @@ from 16k up ``archive.summary_tokens`` (600) is the smaller. An archive must lea
 SUMMARY_MIN = 100
 
 
+RECENT_SHARE = 0.055
+"""The agent's own archived messages the block keeps verbatim take at most this share of the usable window: at 8k
+about 330 tokens, at 16k about 750, at 32k about 1,500 (``archive.recent_tokens`` from there up)."""
+
+
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
-    """The options with the summary's budget scaled to a small usable window (the same object when nothing changes)."""
+    """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
+    object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
-    return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
+    recent = min(options.recent_tokens, int(RECENT_SHARE * usable))
+    if tokens == options.summary_tokens and recent == options.recent_tokens:
+        return options
+    return replace(options, summary_tokens=tokens, recent_tokens=recent)
 
 
 def block_of(
@@ -307,7 +318,9 @@ def block_of(
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
     turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool)
+    known = "\n".join(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])
+    recent = recent_work(client[head : end + 1], head, options.recent_tokens, known) if options.recent_tokens else ""
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:
