@@ -2,8 +2,12 @@
 
 On the public traces two thirds of the terms an agent's next message reuses from archived history come from its own
 archived messages (the scripts it wrote and rewrote, the commands it ran), and a summary of a stretch keeps few of
-them. This keeps the newest of those messages as they were — their words and their calls' arguments, decoded — within
-a budget, a line already kept from a newer message left out (a rewritten script is mostly the same lines)."""
+them (a bag of identifiers would keep the names and lose what was done with them). This keeps the newest of those
+messages line by line as they were — their words and their calls' arguments, decoded — within a budget, a line kept
+only where it names something no newer kept line, nor what the request holds anyway, names: a script rewritten five
+times costs its lines once, and the lines that changed with the message they changed in. Tool outputs are not kept
+here (tried: a few novel lines of each archived output took the room of the agent's lines and kept fewer of the
+terms its next steps used)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ CHARS_PER_TOKEN = 3
 LINE_CHARS = 240
 """A kept line is cut to this many characters."""
 MIN_PART = 120
-"""A message cut to fewer characters than this is left out instead."""
+"""Older messages are looked at while at least this many characters of the budget are left."""
 
 
 def _arguments(arguments: Any) -> str:
@@ -44,15 +48,11 @@ def said(message: Mapping[str, Any]) -> str:
     return "\n".join(p for p in parts if p.strip())
 
 
-def _key(line: str) -> str:
-    return " ".join(line.split())
-
-
 def recent_work(messages: Sequence[Mapping[str, Any]], first: int, budget_tokens: int, known: str = "") -> str:
     """The newest assistant messages of ``messages`` (client positions from ``first``), oldest first, each as
     ``[n] its lines``, within ``budget_tokens``. A line is kept when it names something (an identifier, a path, a
-    dotted name) that neither a newer kept line nor ``known`` (what the request keeps verbatim anyway: the head, the
-    newest turns) names; so a script rewritten five times is kept once, its lines that changed with the version they
+    dotted name) that neither a newer kept line nor ``known`` (what the request holds anyway: the summary, the head,
+    the newest turns) names; so a script rewritten five times is kept once, its lines that changed with the version they
     changed in. Empty when none fits."""
     budget = budget_tokens * CHARS_PER_TOKEN
     seen = terms(known)
@@ -62,7 +62,8 @@ def recent_work(messages: Sequence[Mapping[str, Any]], first: int, budget_tokens
         if messages[k].get("role") != "assistant" or budget - used < MIN_PART:
             continue
         lines: list[str] = []
-        size = len(f"[{first + k}] ")
+        label = f"[{first + k}] "
+        size = len(label)
         for line in said(messages[k]).splitlines():
             new = terms(line) - seen
             if not new:
@@ -74,6 +75,6 @@ def recent_work(messages: Sequence[Mapping[str, Any]], first: int, budget_tokens
             size += len(text) + 1
             seen |= new
         if lines:
-            picked.append(f"[{first + k}] " + "\n".join(lines))
+            picked.append(label + "\n".join(lines))
             used += size
     return "\n".join(reversed(picked))

@@ -297,16 +297,18 @@ from 16k up ``archive.summary_tokens`` (600) is the smaller. An archive must lea
 SUMMARY_MIN = 100
 
 
-RECENT_SHARE = 0.055
-"""The agent's own archived messages the block keeps verbatim take at most this share of the usable window: at 8k
-about 330 tokens, at 16k about 750, at 32k about 1,500 (``archive.recent_tokens`` from there up)."""
+RECENT_SHARE = 0.1
+RECENT_FLOOR = 6000
+"""The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
+RECENT_FLOOR tokens: none at 8k (the window holds the task and the newest turns and little else: there they cost
+more than they bring), about 760 tokens at 16k, from 32k up ``archive.recent_tokens``."""
 
 
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
     object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
-    recent = min(options.recent_tokens, int(RECENT_SHARE * usable))
+    recent = min(options.recent_tokens, max(0, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
     if tokens == options.summary_tokens and recent == options.recent_tokens:
         return options
     return replace(options, summary_tokens=tokens, recent_tokens=recent)
@@ -318,7 +320,7 @@ def block_of(
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
     turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    known = "\n".join(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])
+    known = "\n".join([summary.text, *(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])])
     recent = recent_work(client[head : end + 1], head, options.recent_tokens, known) if options.recent_tokens else ""
     return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent)
 

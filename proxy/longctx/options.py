@@ -36,9 +36,12 @@ class ArchiveOptions:
     """The newest turns an archive keeps verbatim whenever they fit below the compact tier (the model's working memory)."""
     summary_tokens: int = 600
     """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
-    recent_tokens: int = 1500
-    """Budget of the agent's own newest archived messages the block keeps verbatim after the summary (its words and
-    its calls' arguments, a line a newer one repeats left out): the scripts and commands its next steps reuse. 0: none."""
+    recent_tokens: int = 2000
+    """Budget of the agent's own newest archived messages the block keeps verbatim after the summary: their words
+    and their calls' arguments, line by line, a line kept only where it names something (an identifier, a path) that
+    no newer kept line, the summary, the task or the newest turns name. The scripts and commands its next steps
+    reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
+    (none at 8k). 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
