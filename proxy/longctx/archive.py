@@ -103,6 +103,9 @@ class Plan:
     """Positions of system messages and of the person's later instructions among the archived ones (they stay)."""
     estimate: int
     """Raw tokens of the restarted request, its block estimated."""
+    recent: int = 0
+    """Tokens the block's verbatim messages of the agent may take: ``archive.recent_tokens``, none behind a crowded
+    prefix (there the room after the newest turns is what keeps the next archive from coming at overflow)."""
 
 
 def plan(
@@ -137,7 +140,9 @@ def plan(
     h = head_size(client)
     floor = max(h, int(current["end"]) + 1 if current is not None else h)
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
-    block_estimate = options.summary_tokens + options.recent_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
+    crowded = head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0)
+    recent = 0 if crowded else options.recent_tokens
+    block_estimate = options.summary_tokens + recent + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
     system_in = sorted(
         {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
@@ -151,7 +156,7 @@ def plan(
         suffix[i] = suffix[i + 1] + view_tokens[i]
     chosen = starts[-1]
     cap = cap_share * budget.usable / (ratio or 1.0)
-    if crowded_share is not None and head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0):
+    if crowded_share is not None and crowded:
         cap = min(cap, crowded_share * budget.usable / (ratio or 1.0))
     newest = starts[-options.newest_turns] if len(starts) >= options.newest_turns else starts[0]
 
@@ -164,7 +169,7 @@ def plan(
             break
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
-    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen])
+    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen], recent)
 
 
 PREFIX_CROWDED = 0.4
@@ -235,7 +240,7 @@ def archive(
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
-    block = block_of(options, client, number, h, end, summary, tool)
+    block = block_of(replace(options, recent_tokens=p.recent), client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
