@@ -29,10 +29,11 @@ MIN_PART = 120
 def _arguments(arguments: Any) -> str:
     """A call's arguments as the text they hold: JSON strings decoded (a ``\\n`` inside is a line break)."""
     if isinstance(arguments, str):
+        text: str = arguments
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(text)
         except ValueError:
-            return arguments
+            return text
     if isinstance(arguments, Mapping):
         return "\n".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in arguments.values())
     return "" if arguments is None else str(arguments)
