@@ -16,6 +16,8 @@ from proxy.longctx.block import ChunkLine, archive_block
 from proxy.longctx.chunks import Chunk
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
+from summaries.extractive import text_of
+from summaries.recent import recent_work, said
 
 Messages = list[dict[str, Any]]
 NEW_MESSAGE_TOKENS = 4
@@ -101,6 +103,9 @@ class Plan:
     """Positions of system messages and of the person's later instructions among the archived ones (they stay)."""
     estimate: int
     """Raw tokens of the restarted request, its block estimated."""
+    recent: int = 0
+    """Tokens the block's verbatim messages of the agent may take: ``archive.recent_tokens``, none behind a crowded
+    prefix (there the room after the newest turns is what keeps the next archive from coming at overflow)."""
 
 
 def plan(
@@ -135,7 +140,9 @@ def plan(
     h = head_size(client)
     floor = max(h, int(current["end"]) + 1 if current is not None else h)
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
-    block_estimate = options.summary_tokens + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
+    crowded = head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0)
+    recent = 0 if crowded else options.recent_tokens
+    block_estimate = options.summary_tokens + recent + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
     system_in = sorted(
         {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
@@ -149,7 +156,7 @@ def plan(
         suffix[i] = suffix[i + 1] + view_tokens[i]
     chosen = starts[-1]
     cap = cap_share * budget.usable / (ratio or 1.0)
-    if crowded_share is not None and head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0):
+    if crowded_share is not None and crowded:
         cap = min(cap, crowded_share * budget.usable / (ratio or 1.0))
     newest = starts[-options.newest_turns] if len(starts) >= options.newest_turns else starts[0]
 
@@ -162,7 +169,7 @@ def plan(
             break
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
-    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen])
+    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen], recent)
 
 
 PREFIX_CROWDED = 0.4
@@ -233,7 +240,7 @@ def archive(
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
-    block = block_of(options, client, number, h, end, summary, tool)
+    block = block_of(replace(options, recent_tokens=p.recent), client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -295,10 +302,21 @@ from 16k up ``archive.summary_tokens`` (600) is the smaller. An archive must lea
 SUMMARY_MIN = 100
 
 
+RECENT_SHARE = 0.1
+RECENT_FLOOR = 6000
+"""The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
+RECENT_FLOOR tokens: none at 8k (the window holds the task and the newest turns and little else: there they cost
+more than they bring), about 760 tokens at 16k, from 32k up ``archive.recent_tokens``."""
+
+
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
-    """The options with the summary's budget scaled to a small usable window (the same object when nothing changes)."""
+    """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
+    object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
-    return options if tokens == options.summary_tokens else replace(options, summary_tokens=tokens)
+    recent = min(options.recent_tokens, max(0, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
+    if tokens == options.summary_tokens and recent == options.recent_tokens:
+        return options
+    return replace(options, summary_tokens=tokens, recent_tokens=recent)
 
 
 def block_of(
@@ -307,7 +325,9 @@ def block_of(
     """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
     turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool)
+    known = "\n".join([summary.text, *(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])])
+    recent = recent_work(client[head : end + 1], head, options.recent_tokens, known) if options.recent_tokens else ""
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

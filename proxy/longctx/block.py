@@ -23,9 +23,19 @@ class ChunkLine:
 
 
 def archive_block(
-    number: int, first: int, last: int, turns: int, summary: str, chunks: Sequence[ChunkLine], listed: int, chinese: bool, tool: str | None = None
+    number: int,
+    first: int,
+    last: int,
+    turns: int,
+    summary: str,
+    chunks: Sequence[ChunkLine],
+    listed: int,
+    chinese: bool,
+    tool: str | None = None,
+    recent: str = "",
 ) -> str:
     """The block appended to the system prompt: never silent about what was archived, and how to get it back.
+    ``recent``: the agent's own newest archived messages, verbatim (``summaries.recent``), after the summary.
     Nothing in it depends on the session's id, so a replayed conversation gets the same bytes."""
     shown = list(chunks)[-listed:] if listed else []
     older = len(chunks) - len(shown)
@@ -40,6 +50,7 @@ def archive_block(
         if tool:
             lines.append(f"你也可以直接调用 {tool}：id 填分块编号（{RECALL_PREFIX}c…）或 archive:{number}（本次存档的原始消息），或用 query 检索。")
         title, more = "已存档分块（S2）：", f"- 另有 {older} 个更早的分块（可检索）"
+        recent_note = "你自己最近被存档的消息原文（[n] 为消息编号；只留下提到别处没有的名称的行）："
     else:
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
@@ -56,7 +67,11 @@ def archive_block(
                 "messages this archive took), or with query some words to search them."
             )
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
-    lines += ["", "<summary>", summary.strip(), "</summary>", "", title]
+        recent_note = "Your own newest archived messages, verbatim ([n]: the message's number; only the lines naming something kept nowhere else):"
+    lines += ["", "<summary>", summary.strip(), "</summary>"]
+    if recent.strip():
+        lines += ["", "<recent-work>", recent_note, recent.strip(), "</recent-work>"]
+    lines += ["", title]
     if older:
         lines.append(more)
     lines += [f"- {RECALL_PREFIX}{c.chunk_id} · {c.first}–{c.last} · {c.line}" for c in shown]

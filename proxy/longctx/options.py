@@ -36,6 +36,12 @@ class ArchiveOptions:
     """The newest turns an archive keeps verbatim whenever they fit below the compact tier (the model's working memory)."""
     summary_tokens: int = 600
     """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
+    recent_tokens: int = 2000
+    """Budget of the agent's own newest archived messages the block keeps verbatim after the summary: their words
+    and their calls' arguments, line by line, a line kept only where it names something (an identifier, a path) that
+    no newer kept line, the summary, the task or the newest turns name. The scripts and commands its next steps
+    reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
+    (none at 8k). 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
@@ -61,6 +67,8 @@ class ArchiveOptions:
             raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
         if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:
             raise ValueError("summary_tokens, chunk_tokens and chunk_source_tokens must be at least 50")
+        if self.recent_tokens < 0:
+            raise ValueError(f"recent_tokens must be >= 0, got {self.recent_tokens}")
         if self.chunks_listed < 0 or self.kept < 1 or self.newest_turns < 1:
             raise ValueError("chunks_listed must be >= 0, kept and newest_turns >= 1")
 
