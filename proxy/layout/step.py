@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as copied
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, TypeVar
 
 from memory.forms.facts import is_chinese
 from memory.forms.render import compact as compact_form
@@ -51,6 +51,11 @@ class Tally(Protocol):
     report: dict[str, Any]
     tokens_after: int
     raw_tokens_after: int
+
+    def copy(self) -> Self: ...
+
+
+T = TypeVar("T", bound=Tally)
 
 
 class LayoutPlanStep:
@@ -215,14 +220,14 @@ class LayoutStep:
         plan: LayoutState | None,
         positions: Positions | None,
         archived: int | None,
-        outcome: Tally | None,
-    ) -> tuple[Messages, Positions | None]:
-        """The request with the planned sections placed, and where each message came from when they were (None: nothing
-        placed); ``positions``: the messages' positions in the client's request so far; ``archived``: the number of the
-        archive this request made; ``outcome`` gets the sections' tokens and the stable part to keep."""
+        outcome: T | None,
+    ) -> tuple[Messages, Positions | None, T | None]:
+        """The request with the planned sections placed, where each message came from when they were (None: nothing
+        placed), and a copy of ``outcome`` with the sections' tokens and the stable part to keep; ``positions``: the
+        messages' positions in the client's request so far; ``archived``: the number of the archive this request made."""
         m = ctx.measurement
         if plan is None or m is None or m.count_text is None:
-            return messages, None
+            return messages, None, outcome
         state = copied(plan, trailing=dict(plan.trailing), tokens=dict(plan.tokens))  # the plan stays as planned
         if archived is not None:  # the prefix is lost anyway: rebuilt, with the compact form
             state.record, state.built = self._after_archive(messages, ctx, archived, outcome), True
@@ -248,10 +253,11 @@ class LayoutStep:
         if blk and at is not None:
             out = with_block(out, at, blk)
             added += count(blk) + GAP_TOKENS
-        self._account(ctx, state, added, outcome)
+        outcome = self._account(ctx, state, added, outcome)
         if out is messages:
-            return out, None
-        return out, tuple(positions) if positions is not None else tuple(range(len(out)))  # for the dialects that rebuild native messages
+            return out, None, outcome
+        placed = tuple(positions) if positions is not None else tuple(range(len(out)))  # for the dialects that rebuild native messages
+        return out, placed, outcome
 
     def _after_archive(self, messages: Messages, ctx: RequestContext, number: int, outcome: Tally | None) -> dict[str, Any]:
         m, keeper = ctx.measurement, ctx.keeper
@@ -276,12 +282,13 @@ class LayoutStep:
         sections = [Section(name, text) for name, text in record.get("sections", {}).items()]
         return full_system(record.get("task", ""), core(self.options.core_template, client), sections)
 
-    def _account(self, ctx: RequestContext, state: LayoutState, added: int, outcome: Tally | None) -> None:
-        """The sections' tokens: reported per section, and what was planned before pruning made good."""
+    def _account(self, ctx: RequestContext, state: LayoutState, added: int, given: T | None) -> T | None:
+        """A copy of ``given`` with the sections' tokens: reported per section, and what was planned before pruning made good."""
         m = ctx.measurement
         assert m is not None
-        if outcome is None:
-            return
+        if given is None:
+            return None
+        outcome = given.copy()
         record = state.record
         if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
             # kept when it holds something (or memory did): a session without one had an empty stable part and memory
@@ -297,6 +304,7 @@ class LayoutStep:
                 "tokens": added,
                 "sections": {name: n for name, n in state.tokens.items() if name in shown},
             }
+        return outcome
 
 
 KEYWORD_CHARS = 4000

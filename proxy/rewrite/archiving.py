@@ -80,13 +80,15 @@ class ArchiveStep:
         """A plan made one request ahead keeps one turn fewer: the next request brings one, and keeps the same end."""
 
     def apply(self, messages: Messages, ctx: RequestContext, restarted: Restarted, outcome: Outcome | None) -> Archiving:
-        """The request archived when it is due (``messages``: as pruned), else as it was, with the plan made ahead."""
+        """The request archived when it is due (``messages``: as pruned), else as it was, with the plan made ahead; what
+        it adds to ``outcome`` goes to a copy."""
         m, mem = ctx.measurement, ctx.longctx
         if m is None or mem is None or outcome is None or m.count_text is None:
-            return Archiving(messages)  # an archive is kept with the pruning outcome's decisions: without one, none is made
+            return Archiving(messages, outcome)  # an archive is kept with the pruning outcome's decisions: without one, none is made
+        outcome = outcome.copy()  # what the archive adds goes to its own copy
         outcome.decisions.update(restarted.decisions)  # a person's request done
         if not self.options.enabled or restarted.requested == "pass":
-            return Archiving(messages)
+            return Archiving(messages, outcome)
         small = m.budget.usable  # the summary's budget scaled to a small window (archive.py: sized_for), the same in every process
         options, ahead_options = sized_for(self.options, small), sized_for(self.ahead, small)
         before, after = outcome.report.get("usage_before"), outcome.report.get("usage_after")  # tiers keep their meaning
@@ -97,7 +99,7 @@ class ArchiveStep:
         positions = view.positions if view is not None else tuple(range(len(messages)))
         base = view.message_tokens if view is not None else m.message_tokens
         if len(links) != len(messages) or len(base) != len(messages):
-            return Archiving(messages)  # an earlier step changed the list in a way this one cannot follow
+            return Archiving(messages, outcome)  # an earlier step changed the list in a way this one cannot follow
         per = pruned_tokens(base, links, s.decisions, outcome.decisions)
         ratio = m.scale
         raw_total = outcome.raw_tokens_after or (view.raw_tokens if view is not None else m.raw_tokens)
@@ -113,7 +115,7 @@ class ArchiveStep:
         usable = m.budget.usable
         if reason is None:
             if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
-                return Archiving(messages)  # nothing to plan yet
+                return Archiving(messages, outcome)  # nothing to plan yet
             lead = self._lead(at, tokens, usable, ratio)
             p = None
             if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
@@ -152,8 +154,8 @@ class ArchiveStep:
                     self.tiers.compact,
                 )
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
-                    return Archiving(messages, prepare_until=ahead.end, prepare_number=number)
-                return Archiving(messages)
+                    return Archiving(messages, outcome, prepare_until=ahead.end, prepare_number=number)
+                return Archiving(messages, outcome)
         lead = self._lead(at, tokens, usable, ratio) if reason in ("economic", "archive_tier") else 0.0
 
         prepared: list[bool] = []
@@ -188,13 +190,13 @@ class ArchiveStep:
             ctx.recall_tool,
         )
         if done is None:
-            return Archiving(messages)
+            return Archiving(messages, outcome)
         kept = with_record(archives, done.record, self.options.kept)
         outcome.decisions[ARCHIVES] = kept
         outcome.shrunk(done.raw_tokens, done.tokens, m.budget, self.tiers)
         outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks))
         # whether its summary was made ahead of need: audit only, timing-dependent
-        return Archiving(done.messages, done, bool(prepared and prepared[0]), decisions={ARCHIVES: kept})
+        return Archiving(done.messages, outcome, done, bool(prepared and prepared[0]), decisions={ARCHIVES: kept})
 
     def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
         """(tokens the session grows by per request, what its next archive would restart at, the tokens it must
@@ -232,16 +234,16 @@ class RecallStep:
 
     def apply(self, messages: Messages, ctx: RequestContext, restarted: Restarted, archiving: Archiving, outcome: Outcome | None) -> Recalled:
         """The request with a recalled block once archived (the archive made now, else the one in force), and what
-        recall did; ``outcome`` counts the block."""
+        recall did; ``outcome`` counts the block (in a copy)."""
         m, mem = ctx.measurement, ctx.longctx
         index = mem.service.recall if mem is not None else None
         if not self.options.enabled or m is None or mem is None or index is None or m.count_text is None or restarted.requested == "pass":
-            return Recalled(messages)
+            return Recalled(messages, outcome)
         done, view = archiving.archived, restarted.restart
         archive = done.record if done is not None else view.archive if view is not None else None
         query = query_of(messages) if archive is not None else None
         if archive is None or query is None:
-            return Recalled(messages)
+            return Recalled(messages, outcome)
         s, (text, at) = m.session, query
         everyone = self.options.cross_agent and mem.scope == ALL_AGENTS
 
@@ -269,14 +271,15 @@ class RecallStep:
         else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
             block, did = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
-            return Recalled(messages, did)
+            return Recalled(messages, outcome, did)
         out = list(messages)
         out[at] = with_recall(messages[at], block)
         if outcome is not None:
+            outcome = outcome.copy()
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
             outcome.report["recall"] = {**{k: v for k, v in did.items() if k != "latency_ms"}, "blocks": 1, "tokens": m.count_text(block)}
-        return Recalled(out, did)
+        return Recalled(out, outcome, did)
 
 
 def archive_report(record: Mapping[str, Any], chunks: int) -> dict[str, Any]:

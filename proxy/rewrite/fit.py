@@ -41,16 +41,16 @@ class FitStep:
         (a person's choice to keep every turn), only a request whose head and newest message alone are over it."""
 
     def apply(self, messages: Messages, ctx: RequestContext, outcome: Outcome | None, requested: str | None) -> Fitted:
-        """The request cut to fit (``outcome`` made smaller by what is cut), and its parts when it cannot fit at all;
+        """The request cut to fit (a copy of ``outcome`` made smaller by what is cut), and its parts when it cannot fit at all;
         as it was when a person said pass (``requested``)."""
         m = ctx.measurement
         if m is None or outcome is None or m.count_text is None or requested == "pass":
-            return Fitted(messages)
+            return Fitted(messages, outcome)
         scale = m.scale if m.scale > 0 else 1.0
         usable, window = m.budget.usable / scale, m.budget.window / scale
         tokens = outcome.raw_tokens_after or m.raw_tokens
         if tokens <= usable:
-            return Fitted(messages)
+            return Fitted(messages, outcome)
         head = head_end(messages)
         over = int(tokens - usable) + 1, int(tokens - MARGIN * window) + 1
         cuts = fit(messages, head, over[0], m.budget.usable, m.count_text, m.window.tokens, ctx.recall_tool, over[1]) if self.cut else []
@@ -58,14 +58,15 @@ class FitStep:
         if cuts:
             saved = sum(r.tokens_saved for r in cuts)
             tokens -= saved
+            outcome = outcome.copy()
             outcome.shrunk(tokens, m.calibrated(tokens), m.budget, self.tiers)
             outcome.refs.update({r.ref_id: redact(r.original) for r in cuts})
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)
             if self.archive or parts["tokens"] - parts["turns"] > m.budget.window:  # else even with no turn between
-                return Fitted(out, parts)
-        return Fitted(out)
+                return Fitted(out, outcome, parts)
+        return Fitted(out, outcome)
 
 
 def _parts(messages: Messages, head: int, tokens: int, scale: float, count_text: Callable[[str], int]) -> dict[str, int]:

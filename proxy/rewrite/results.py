@@ -49,9 +49,11 @@ class Restarted:
 
 @dataclass(frozen=True)
 class Archiving:
-    """``archive``: the request once archived (or as it was), the archive made, and what to prepare ahead."""
+    """``archive``: the request once archived (or as it was), the outcome with it, the archive made, what to prepare ahead."""
 
     messages: Messages
+    outcome: Outcome | None
+    """The pruning outcome with what the archive made of it (decisions, size, report): a copy, the one given left as it was."""
     archived: Archived | None = None
     prepared: bool | None = None
     """Whether the archive made found its summary made ahead of need (None: no archive; audit only, timing-dependent)."""
@@ -68,16 +70,20 @@ class Recalled:
     """``recall``: the request with a recalled block on its newest input (or as it was), and what recall did."""
 
     messages: Messages
+    outcome: Outcome | None
+    """The pruning outcome with the recalled block counted (a copy when it changed)."""
     recall: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Placed:
-    """``snapshot`` and ``layout``: the request with what they placed, and where each message came from when they
-    placed it (None: they did not, the positions before them hold)."""
+    """``snapshot`` and ``layout``: the request with what they placed, where each message came from when they placed
+    it (None: they did not, the positions before them hold), and the pruning outcome with the layout's sections
+    counted (the layout's: a copy when it changed)."""
 
     messages: Messages
     positions: Positions | None = None
+    outcome: Outcome | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class Fitted:
     """``fit``: the request cut to fit its usable window, and its parts when it cannot fit at all (for the refusal)."""
 
     messages: Messages
+    outcome: Outcome | None
+    """The pruning outcome with what was cut (a copy when it changed)."""
     unfit: dict[str, int] | None = None
 
 

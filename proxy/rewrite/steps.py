@@ -120,24 +120,33 @@ class Rewrite:
         restarted = guard("restart", lambda: self.restart.apply(messages, ctx), Restarted(messages))
         # the layout's sections are planned before pruning, so the window counts them
         plan = guard("layout_plan", lambda: self.plan.apply(restarted.messages, ctx, restarted.archive_number), None)
-        pruning = guard("prune", lambda: self.prune.apply(restarted, plan, ctx), None)
-        pruned = pruning.messages if pruning is not None else restarted.messages
-        archiving = guard("archive", lambda: self.archive.apply(pruned, ctx, restarted, pruning), Archiving(pruned))
-        recalled = guard("recall", lambda: self.recall.apply(archiving.messages, ctx, restarted, archiving, pruning), Recalled(archiving.messages))
+        pruned = guard("prune", lambda: self.prune.apply(restarted, plan, ctx), None)
+        # from here on each step that changes the pruning outcome returns its own copy of it, with what it added
+        given = pruned.messages if pruned is not None else restarted.messages
+        archiving = guard("archive", lambda: self.archive.apply(given, ctx, restarted, pruned), Archiving(given, pruned))
+        recalled = guard(
+            "recall",
+            lambda: self.recall.apply(archiving.messages, ctx, restarted, archiving, archiving.outcome),
+            Recalled(archiving.messages, archiving.outcome),
+        )
         kept = archiving.archived.positions if archiving.archived is not None else restarted.positions
         snapped = guard("snapshot", lambda: self.snapshot.apply(recalled.messages, ctx, plan, kept), Placed(recalled.messages))
         placed = snapped.positions if snapped.positions is not None else kept
         number = int(archiving.archived.record["number"]) if archiving.archived is not None else None
-        laid = guard("layout", lambda: Placed(*self.layout.apply(snapped.messages, ctx, plan, placed, number, pruning)), Placed(snapped.messages))
+        laid = guard(
+            "layout",
+            lambda: Placed(*self.layout.apply(snapped.messages, ctx, plan, placed, number, recalled.outcome)),
+            Placed(snapped.messages, None, recalled.outcome),
+        )
         # last: what every step before it added counts
-        fitted = guard("fit", lambda: self.fit.apply(laid.messages, ctx, pruning, restarted.requested), Fitted(laid.messages))
+        fitted = guard("fit", lambda: self.fit.apply(laid.messages, ctx, laid.outcome, restarted.requested), Fitted(laid.messages, laid.outcome))
         mem = ctx.longctx
         if mem is not None:  # for the long-context service after the rewrite and the answer, and the audit record
             mem.restart, mem.archived, mem.prepared = restarted.restart, archiving.archived, archiving.prepared
             mem.prepare_until, mem.prepare_number, mem.recall = archiving.prepare_until, archiving.prepare_number, recalled.recall
         return Rewritten(
             fitted.messages,
-            pruning,
+            fitted.outcome,
             laid.positions if laid.positions is not None else placed,
             {**restarted.decisions, **archiving.decisions},
             noted,
