@@ -35,13 +35,15 @@ GAP_TOKENS = 2
 @dataclass
 class LayoutState:
     """One request's layout as planned before pruning: the stable part in force (``record``: kept per session), the
-    per-request sections and their tokens."""
+    per-request sections and their tokens, and the ``num_ctx`` that holds them."""
 
     record: dict[str, Any]
     built: bool
     trailing: dict[str, str]
     planned: int = 0
     tokens: dict[str, int] = field(default_factory=dict)
+    num_ctx: int | None = None
+    """Ollama's ``num_ctx`` with the sections counted (None: as measured)."""
 
 
 class Tally(Protocol):
@@ -91,7 +93,7 @@ class LayoutPlanStep:
         state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.trailing.items() if text})
         state.planned = (count(record["text"]) + GAP_TOKENS if record.get("text") else 0) + (count(blk) + GAP_TOKENS if blk else 0)
         if m.num_ctx is not None and state.planned and self.config is not None:  # Ollama's num_ctx holds the sections too
-            m.num_ctx = num_ctx_for(m.tokens + round(state.planned * m.scale), m.requested, m.window.tokens, m.num_ctx, self.config.window)
+            state.num_ctx = num_ctx_for(m.tokens + round(state.planned * m.scale), m.requested, m.window.tokens, m.num_ctx, self.config.window)
         return state
 
     def preview(self, messages: Messages, ctx: RequestContext, count: Callable[[str], int], usage: float, window: int, tier: str) -> dict[str, int]:

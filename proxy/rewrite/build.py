@@ -47,6 +47,8 @@ def build(
     on, new_body, raw_after, failed = ctx.mode == "on", body, m.raw_tokens, None
     if messages is not None:
         ctx.rewritten = rewritten = app[appkeys.PIPELINE].run(messages, ctx)
+        if rewritten.num_ctx is not None:  # the layout's sections counted: what the request is sent and recorded with
+            m.num_ctx = rewritten.num_ctx
         if rewritten.messages is not messages:
             built = _with_messages(dialect, body, messages, rewritten.messages, rewritten.positions, ctx)
             failed, new_body = ("dialect", body) if built is None else (None, built)

@@ -110,3 +110,5 @@ class Rewritten:
     """Session decisions of the long-context steps (a person's request done, an archive): recorded when nothing was pruned."""
     noted: Noted | None = None
     unfit: dict[str, int] | None = None
+    num_ctx: int | None = None
+    """Ollama's ``num_ctx`` as the layout's sections need it (None: as measured)."""

@@ -151,6 +151,7 @@ class Rewrite:
             {**restarted.decisions, **archiving.decisions},
             noted,
             fitted.unfit,
+            plan.num_ctx if plan is not None else None,
         )
 
 
