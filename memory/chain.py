@@ -231,6 +231,8 @@ class Fingerprinter:
     def __init__(self, options: FingerprintOptions | None = None) -> None:
         self.options = options or FingerprintOptions()
         self._recent: OrderedDict[tuple[int | bytes, ...], list[tuple[list[int | bytes], MessageChain]]] = OrderedDict()
+        """Recent requests per start, least recently fingerprinted first; bounded by the requests kept in all (``_kept``,
+        up to ``per_start`` per entry), not by entries, so not a ``memory.lru.LRU``."""
         self._kept = 0
         self._lock = threading.Lock()
         """Worker threads fingerprint side by side: the recent requests are read and replaced under it."""

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from proxy.dialects.base import Assembled
     from proxy.keep.keeper import Keeper
     from proxy.know.measurement import Measurement
-    from proxy.layout.step import LayoutState
     from proxy.longctx.request import RequestMemory
     from proxy.rewrite.pruning import Outcome
+    from proxy.rewrite.results import Rewritten
 
 Mode = Literal["on", "off", "dry-run"]
 MODES: tuple[Mode, ...] = ("on", "off", "dry-run")
@@ -25,7 +25,9 @@ MODES: tuple[Mode, ...] = ("on", "off", "dry-run")
 
 @dataclass
 class RequestContext:
-    """What Ruyi knows about one request while it is in flight."""
+    """What Ruyi knows about one request while it is in flight: what it asked (headers, route, mode), what measuring
+    found, what the rewrite came to, and the bookkeeping of its relay and audit record. The rewrite steps hand each
+    other typed results (``proxy/rewrite/steps.py: Rewrite``), never values through this object."""
 
     request_id: str
     wire: Wire
@@ -48,12 +50,10 @@ class RequestContext:
     response_headers: dict[str, str] = field(default_factory=dict)
     measurement: Measurement | None = None
     """Session, tokens, window and tier, once measured (None with X-Ruyi-Mode: off)."""
-    pruning: Outcome | None = None
-    """What the pruning step decided for this request (recorded before forwarding)."""
     longctx: RequestMemory | None = None
-    """What the long-context steps learn about this request (the archive in force, a new archive, recall)."""
-    unfit: dict[str, int] | None = None
-    """A request that cannot fit its window even cut (``proxy.rewrite.fit``): its tokens and parts, for the refusal."""
+    """The request for the long-context service (its messages, where summaries go) and what the rewrite told it."""
+    rewritten: Rewritten | None = None
+    """What the rewrite came to (``proxy.rewrite.build``): read when recording it, on an overflow retry, after the answer."""
     unkept: Outcome | None = None
     """The harder batch of an overflow retry in flight: kept only if the upstream accepts the retry."""
     sent_raw_tokens: int | None = None
@@ -62,19 +62,13 @@ class RequestContext:
     """Whether this request was retried once with a harder batch after the upstream said the prompt was too long."""
     assembled: Assembled | None = None
     """The answer, reassembled on the side while it was relayed (None when it was an error)."""
-    new_messages: list[dict[str, Any]] = field(default_factory=list)
-    noted_messages: list[dict[str, Any]] = field(default_factory=list)
-    """The request's canonical messages as the client sent them (the session's facts fold in what they have not yet)."""
-    """The canonical messages new in this request (what anchors are captured from, and the session's facts learned)."""
     parent_id: str | None = None
     """``X-Ruyi-Parent``: the session this request's session is a sub-agent of, said explicitly."""
     task: str | None = None
+    """``X-Ruyi-Task``: the task instruction of the ``full`` layout (else the first user message)."""
     recall_tool: str | None = None
     """The name under which the request offers Ruyi's MCP ``recall`` tool (``mcp__ruyi__recall``, or a bare ``recall``),
     if it does: placeholders and the archive block then say to call it with the id."""
-    """``X-Ruyi-Task``: the task instruction of the ``full`` layout (else the first user message)."""
-    layout: LayoutState | None = None
-    """The layout of this request (the stable part in force, the per-request block), once planned."""
     keeper: Keeper | None = None
     """The app's memory of agents (anchors, notebook, sub-agent snapshots), for the steps that read it; None offline."""
     facts: dict[str, Any] = field(default_factory=dict)

@@ -44,6 +44,8 @@ class LLMSummarizer:
         self._clock = clock
         self._slots = asyncio.Semaphore(options.concurrency)
         self._failures: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        """Each session's breaker, least recently failed first, at most BREAKERS_MAX (not ``memory.lru.LRU``: summaries/
+        sits below memory/ and never imports it)."""
         self.calls: list[int] = []
         """Prompt sizes (characters / 4) of the calls made, for a replay to price them like requests."""
         self.outcomes: Counter[str] = Counter()

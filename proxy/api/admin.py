@@ -145,7 +145,7 @@ async def stats(request: web.Request) -> web.Response:
     pool = {"max_connections": slots.limit, "in_use": slots.in_use, "refused": slots.refused}
     pipeline = request.app[appkeys.PIPELINE]
     failed = dict(pipeline.failures)
-    for step in pipeline.steps:  # a section left out because its source failed (the layout's notebook, rules, cards…)
+    for step in pipeline.each_step():  # a section left out because its source failed (the layout's notebook, rules, cards…)
         failed.update({f"layout_{what}": n for what, n in getattr(getattr(step, "sources", None), "failures", {}).items()})
     keeper = request.app[appkeys.KEEPER]
     kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}

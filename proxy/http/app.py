@@ -33,12 +33,12 @@ from proxy.mcp import endpoint as mcp_endpoint
 from proxy.observe import endpoint as metrics_endpoint
 from proxy.observe.audit_file import AuditFile
 from proxy.offload import Offload, stuck_after
-from proxy.rewrite.pipeline import Pipeline, Step
+from proxy.rewrite.pipeline import Pipeline, PipelineStep
 from proxy.ui import pages
 from summaries.llm import LLMSummarizer
 
 
-def make_app(config: Config, steps: Sequence[Step] = (), probe_upstream: bool = True) -> web.Application:
+def make_app(config: Config, steps: Sequence[PipelineStep] = (), probe_upstream: bool = True) -> web.Application:
     """The whole proxy as one app; ``steps`` is the ordered rewrite pipeline."""
     app = web.Application(middlewares=[request_middleware], client_max_size=config.limits.max_body_bytes)
     app[appkeys.CONFIG] = config

@@ -83,7 +83,7 @@ async def _layout_tokens(request: web.Request, ctx: RequestContext, body: dict[s
     """The tokens of the sections the layout step would add to this request (memory, rules, cards, metadata), at the
     upstream's scale; 0 without a layout or when working it out fails (fail open: the client's own count)."""
     app = request.app
-    plan = next((step for step in app[appkeys.PIPELINE].steps if isinstance(step, LayoutPlanStep)), None)
+    plan = next((step for step in app[appkeys.PIPELINE].each_step() if isinstance(step, LayoutPlanStep)), None)
     ctx.mode = mode_from(request)
     if plan is None or not messages or ctx.mode == "off":
         return 0

@@ -26,7 +26,8 @@ class Activity:
         self._lock = threading.Lock()
         self._in_flight: dict[str, int] = {}
         self._ended: OrderedDict[str, float] = OrderedDict()
-        """When each agent's last request ended, the oldest first (an ending moves its agent to the end)."""
+        """When each agent's last request ended, the oldest first (an ending moves its agent to the end). Expired by age
+        (``forget_s``), not bounded by a count, so not a ``memory.lru.LRU``."""
 
     @contextmanager
     def busy(self, agent_id: str) -> Iterator[None]:

@@ -106,17 +106,19 @@ class Keeper:
             return turn.end() if turn is not None else None
         try:
             answer = ctx.assembled.message() if ctx.assembled is not None else None
-            report = getattr(ctx.pruning, "report", None)
+            rewritten = ctx.rewritten
+            report = rewritten.pruning.report if rewritten is not None and rewritten.pruning is not None else None
+            noted = rewritten.noted if rewritten is not None else None
             archive = _archive_of(ctx)
             task = asyncio.create_task(
                 self._remember(
                     m.session.agent_id,
                     m.session.session_id,
-                    list(ctx.new_messages),
+                    list(noted.new) if noted is not None else [],
                     answer,
                     report if isinstance(report, dict) else None,
                     archive,
-                    (list(ctx.noted_messages), m.shared) if ctx.noted_messages else None,
+                    (list(noted.all), m.shared) if noted is not None and noted.all else None,
                     turn,
                 )
             )

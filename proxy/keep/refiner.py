@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -11,6 +10,7 @@ import structlog
 
 from memory.forms import refine
 from memory.forms.sqlite_forms import SessionMemory
+from memory.lru import LRU
 from memory.notebook import card_proposals as proposed_cards
 from memory.notebook import proposals
 from summaries.extractive import text_of
@@ -76,7 +76,7 @@ class Refiner:
         self._run = run
         self._redact = redact
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._forms_tried: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
+        self._forms_tried: LRU[tuple[str, str, str, str], None] = LRU(FORMS_TRIED)
         """Forms whose refinement was started (bounded): one state is asked about once, whatever came of it."""
         self.counts = {"forms_refined": 0, "forms_kept": 0, "proposals_llm": 0, "proposals_extractive": 0, "failed": 0}
 
@@ -103,8 +103,6 @@ class Refiner:
         if target is None or key in self._forms_tried:
             return False
         self._forms_tried[key] = None
-        while len(self._forms_tried) > FORMS_TRIED:
-            self._forms_tried.popitem(last=False)
         self._spawn(self._refine(key, target, deterministic, state))
         return True
 

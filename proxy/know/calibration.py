@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from memory.lru import LRU
 from proxy.know.options import CalibrationOptions
 
 log = structlog.get_logger(__name__)
@@ -81,14 +81,14 @@ class Calibration:
 
     def __init__(self, options: CalibrationOptions | None = None) -> None:
         self.options = options or CalibrationOptions()
-        self._ratios: OrderedDict[str, float] = OrderedDict()
-        self._families: OrderedDict[str, float] = OrderedDict()
+        self._ratios: LRU[str, float] = LRU(self.options.max_models)
+        self._families: LRU[str, float] = LRU(self.options.max_models)
         """Per family, the ratio of its latest observed model."""
 
     def ratio(self, model: str) -> float:
         """The model's current ratio, else its family's, else 1.0."""
-        found = self._ratios.get(model)
-        return found if found is not None else self._families.get(family_of(model), 1.0)
+        found = self._ratios.peek(model)
+        return found if found is not None else self._families.peek(family_of(model), 1.0)
 
     def apply(self, model: str, estimate: int) -> int:
         """An estimate corrected by the model's ratio."""
@@ -107,28 +107,18 @@ class Calibration:
         if not self.options.min_ratio <= observed <= self.options.max_ratio:
             log.debug("calibration_outlier_ignored", model=model, estimate=estimate, reported=reported)  # common on short prompts
             return None
-        previous = self._ratios.pop(model, None)
+        previous = self._ratios.peek(model)
         w = self.options.weight
         ratio = observed if previous is None else (1 - w) * previous + w * observed
         self._ratios[model] = ratio
-        self._remember_family(model, ratio)
-        if len(self._ratios) > self.options.max_models:
-            self._ratios.popitem(last=False)
+        self._families[family_of(model)] = ratio
         return ratio
-
-    def _remember_family(self, model: str, ratio: float) -> None:
-        family = family_of(model)
-        self._families.pop(family, None)
-        self._families[family] = ratio
-        if len(self._families) > self.options.max_models:
-            self._families.popitem(last=False)
 
     def restore(self, ratios: list[tuple[str, float]]) -> None:
         """Take back ratios kept by the store (least recently observed first; a family takes its latest model's)."""
         for model, ratio in ratios[-self.options.max_models :]:
-            self._ratios.pop(model, None)
             self._ratios[model] = ratio
-            self._remember_family(model, ratio)
+            self._families[family_of(model)] = ratio
 
     def ratios(self) -> dict[str, float]:
         """All current ratios per model (for status endpoints and logs)."""

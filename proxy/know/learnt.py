@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import OrderedDict
 from typing import Any
+
+from memory.lru import LRU
 
 LIMIT_THEN_COUNT = (
     re.compile(
@@ -76,16 +77,12 @@ class LearntWindows:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._windows: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._windows: LRU[tuple[str, str], int] = LRU(MODELS_MAX)
 
     def remember(self, upstream: str, model: str, limit: int) -> None:
         with self._lock:
-            key = (upstream, model)
-            self._windows.pop(key, None)
-            self._windows[key] = limit
-            while len(self._windows) > MODELS_MAX:
-                self._windows.popitem(last=False)
+            self._windows[(upstream, model)] = limit
 
     def get(self, upstream: str, model: str) -> int | None:
         with self._lock:
-            return self._windows.get((upstream, model))
+            return self._windows.peek((upstream, model))

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+from memory.lru import LRU
 
 ModelKey = tuple[str, str]
 """(upstream base URL, model name)."""
@@ -68,13 +69,12 @@ class LoadedModels:
     """The num_ctx each Ollama model was last sent with, per (upstream, model), while it is in use."""
 
     def __init__(self, max_models: int = MODELS_MAX) -> None:
-        self._models: OrderedDict[ModelKey, Loaded] = OrderedDict()
-        self.max_models = max_models
+        self._models: LRU[ModelKey, Loaded] = LRU(max_models)
 
     def num_ctx(self, key: ModelKey) -> int | None:
         """The num_ctx the model runs with while it is in use (loaded by a request whose keep-alive has not
         run out); None when no request is in flight or waiting out its keep-alive."""
-        loaded = self._models.get(key)
+        loaded = self._models.peek(key)
         if loaded is None or time.monotonic() >= loaded.until:
             return None
         return loaded.num_ctx
@@ -83,17 +83,15 @@ class LoadedModels:
         """A request goes to the model with this num_ctx: the model runs with it at least until
         ``keep_alive_s`` from now (``answered`` extends that from the answer's end)."""
         now = time.monotonic()
-        loaded = self._models.pop(key, None)
+        loaded = self._models.peek(key)
         if loaded is not None and loaded.num_ctx == num_ctx:
             loaded.until = max(loaded.until, now + keep_alive_s)
         else:  # a first load, or a reload at another size
             loaded = Loaded(num_ctx, now + keep_alive_s)
-        self._models[key] = loaded
-        while len(self._models) > self.max_models:
-            self._models.popitem(last=False)
+        self._models[key] = loaded  # the most recent now
 
     def answered(self, key: ModelKey, keep_alive_s: float) -> None:
         """The answer has ended: the keep-alive counts from now."""
-        loaded = self._models.get(key)
+        loaded = self._models.peek(key)
         if loaded is not None:
             loaded.until = max(loaded.until, time.monotonic() + keep_alive_s)

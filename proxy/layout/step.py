@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace as copied
+from typing import Any, Protocol, Self, TypeVar
 
 from memory.forms.facts import is_chinese
 from memory.forms.render import compact as compact_form
@@ -21,6 +22,7 @@ from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, 
 from summaries.extractive import text_of
 
 Messages = list[dict[str, Any]]
+Positions = tuple[int, ...]
 LAYOUT = "layout"
 """The session-wide decision that holds the stable part in force (memory/sessions.py: inherited whole by a branch)."""
 COMPACT_ROOM = 1000
@@ -32,15 +34,30 @@ GAP_TOKENS = 2
 
 @dataclass
 class LayoutState:
-    """One request's layout: the stable part in force (``record``: kept per session), the per-request sections,
-    the tokens planned before pruning and where the messages came from once placed."""
+    """One request's layout as planned before pruning: the stable part in force (``record``: kept per session), the
+    per-request sections and their tokens, and the ``num_ctx`` that holds them."""
 
     record: dict[str, Any]
     built: bool
     trailing: dict[str, str]
     planned: int = 0
-    positions: tuple[int, ...] | None = None
     tokens: dict[str, int] = field(default_factory=dict)
+    num_ctx: int | None = None
+    """Ollama's ``num_ctx`` with the sections counted (None: as measured)."""
+
+
+class Tally(Protocol):
+    """What the layout reads of the pruning outcome (``proxy.rewrite.pruning.Outcome``) and adds its sections to."""
+
+    decisions: dict[str, list[dict[str, Any]]]
+    report: dict[str, Any]
+    tokens_after: int
+    raw_tokens_after: int
+
+    def copy(self) -> Self: ...
+
+
+T = TypeVar("T", bound=Tally)
 
 
 class LayoutPlanStep:
@@ -54,12 +71,12 @@ class LayoutPlanStep:
         self.config = config
         self.sources = sources or Sources(config)
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
+    def apply(self, messages: Messages, ctx: RequestContext, archive: int) -> LayoutState | None:
+        """The plan: the stable part in force for the archive in force (``archive``: its number, 0 for none), this
+        request's sections and their tokens (None: no layout)."""
         m = ctx.measurement
         if self.options.mode == "off" or m is None or m.count_text is None or ctx.mode == "off":
-            return messages
-        mem = ctx.longctx
-        archive = int(mem.restart.archive.get("number", 0)) if mem is not None and mem.restart is not None else 0
+            return None
         record = kept(m.session.decisions)
         if record is None:
             record = None if m.shared == 0 else {"archive": archive, "sections": {}}  # a conversation already under way
@@ -76,9 +93,8 @@ class LayoutPlanStep:
         state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.trailing.items() if text})
         state.planned = (count(record["text"]) + GAP_TOKENS if record.get("text") else 0) + (count(blk) + GAP_TOKENS if blk else 0)
         if m.num_ctx is not None and state.planned and self.config is not None:  # Ollama's num_ctx holds the sections too
-            m.num_ctx = num_ctx_for(m.tokens + round(state.planned * m.scale), m.requested, m.window.tokens, m.num_ctx, self.config.window)
-        ctx.layout = state
-        return messages
+            state.num_ctx = num_ctx_for(m.tokens + round(state.planned * m.scale), m.requested, m.window.tokens, m.num_ctx, self.config.window)
+        return state
 
     def preview(self, messages: Messages, ctx: RequestContext, count: Callable[[str], int], usage: float, window: int, tier: str) -> dict[str, int]:
         """``count_tokens``: the tokens of each part this request would get (``stable``: the part after the system
@@ -199,18 +215,27 @@ class LayoutStep:
         self.plan = plan
         self.options = plan.options
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
-        state, m = ctx.layout, ctx.measurement
-        if state is None or m is None or m.count_text is None:
-            return messages
-        mem = ctx.longctx
-        if mem is not None and mem.archived is not None:  # the prefix is lost anyway: rebuilt, with the compact form
-            state.record, state.built = self._after_archive(messages, ctx, int(mem.archived.record["number"])), True
+    def apply(
+        self,
+        messages: Messages,
+        ctx: RequestContext,
+        plan: LayoutState | None,
+        positions: Positions | None,
+        archived: int | None,
+        outcome: T | None,
+    ) -> tuple[Messages, Positions | None, T | None]:
+        """The request with the planned sections placed, where each message came from when they were (None: nothing
+        placed), and a copy of ``outcome`` with the sections' tokens and the stable part to keep; ``positions``: the
+        messages' positions in the client's request so far; ``archived``: the number of the archive this request made."""
+        m = ctx.measurement
+        if plan is None or m is None or m.count_text is None:
+            return messages, None, outcome
+        state = copied(plan, trailing=dict(plan.trailing), tokens=dict(plan.tokens))  # the plan stays as planned
+        if archived is not None:  # the prefix is lost anyway: rebuilt, with the compact form
+            state.record, state.built = self._after_archive(messages, ctx, archived, outcome), True
             count = m.count_text
             state.tokens.update({name: count(text) + GAP_TOKENS for name, text in state.record["sections"].items()})
-        out, positions, added = messages, (mem.positions if mem is not None else None), 0
-        if state.positions is not None:  # a sub-agent's snapshot placed already (Anthropic)
-            positions = state.positions
+        out, added = messages, 0
         text = state.record.get("text") or ""
         count = m.count_text
         if text:
@@ -219,7 +244,7 @@ class LayoutStep:
                 replace = self._full(messages, state.record)
             out, positions = with_system(out, positions, text, replace)
             added = (count(replace) - count(system_text(messages)) if replace is not None else count(text)) + GAP_TOKENS
-        report = ctx.pruning.report if ctx.pruning is not None else {}
+        report = outcome.report if outcome is not None else {}
         if state.trailing.get("metadata") and isinstance(report.get("usage_after"), float):  # what is forwarded, not what was sent
             state.trailing["metadata"] = CONTEXT_LINE.sub(
                 f"- context: {report['usage_after']:.0%} of {m.window.tokens:,} tokens used (tier {report.get('tier_after', m.tier.value)})",
@@ -230,13 +255,14 @@ class LayoutStep:
         if blk and at is not None:
             out = with_block(out, at, blk)
             added += count(blk) + GAP_TOKENS
-        if out is not messages:  # where each message came from, for the dialects that rebuild native messages
-            state.positions = tuple(positions) if positions is not None else tuple(range(len(out)))
-        self._account(ctx, state, added)
-        return out
+        outcome = self._account(ctx, state, added, outcome)
+        if out is messages:
+            return out, None, outcome
+        placed = tuple(positions) if positions is not None else tuple(range(len(out)))  # for the dialects that rebuild native messages
+        return out, placed, outcome
 
-    def _after_archive(self, messages: Messages, ctx: RequestContext, number: int) -> dict[str, Any]:
-        m, keeper, outcome = ctx.measurement, ctx.keeper, ctx.pruning
+    def _after_archive(self, messages: Messages, ctx: RequestContext, number: int, outcome: Tally | None) -> dict[str, Any]:
+        m, keeper = ctx.measurement, ctx.keeper
         assert m is not None
         compact = ""
         room = m.budget.usable - (outcome.tokens_after if outcome is not None else m.tokens)
@@ -258,12 +284,13 @@ class LayoutStep:
         sections = [Section(name, text) for name, text in record.get("sections", {}).items()]
         return full_system(record.get("task", ""), core(self.options.core_template, client), sections)
 
-    def _account(self, ctx: RequestContext, state: LayoutState, added: int) -> None:
-        """The sections' tokens: reported per section, and what was planned before pruning made good."""
-        m, outcome = ctx.measurement, ctx.pruning
+    def _account(self, ctx: RequestContext, state: LayoutState, added: int, given: T | None) -> T | None:
+        """A copy of ``given`` with the sections' tokens: reported per section, and what was planned before pruning made good."""
+        m = ctx.measurement
         assert m is not None
-        if outcome is None:
-            return
+        if given is None:
+            return None
+        outcome = given.copy()
         record = state.record
         if state.built and ctx.mode == "on" and (record.get("text") or record.get("notebook") or record.get("anchors")):
             # kept when it holds something (or memory did): a session without one had an empty stable part and memory
@@ -279,6 +306,7 @@ class LayoutStep:
                 "tokens": added,
                 "sections": {name: n for name, n in state.tokens.items() if name in shown},
             }
+        return outcome
 
 
 KEYWORD_CHARS = 4000
@@ -302,14 +330,7 @@ def layout_steps(options: LayoutOptions, config: LayoutSettings | None) -> tuple
     return plan, LayoutStep(plan)
 
 
-def snapshot_after_system(messages: Messages, snapshot: str, state: LayoutState, positions: tuple[int, ...] | None) -> Messages:
+def snapshot_after_system(messages: Messages, snapshot: str, positions: Positions | None) -> tuple[Messages, Positions]:
     """A sub-agent's snapshot after the system prompt (Anthropic: the client's system blocks stay as sent; siblings
-    share that prompt, so they still share a cached prefix), where each message came from kept for the dialect."""
-    out, state.positions = with_system(messages, positions, snapshot)
-    return out
-
-
-def tokens_planned(ctx: RequestContext) -> int:
-    """What the layout adds to this request, as planned before pruning (0 without a layout)."""
-    state = ctx.layout
-    return state.planned if state is not None else 0
+    share that prompt, so they still share a cached prefix), and where each message came from, for the dialect."""
+    return with_system(messages, positions, snapshot)

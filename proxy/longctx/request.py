@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class RequestMemory:
-    """What the long-context steps learn about one request (made per request, never shared)."""
+    """One request for the long-context service (made per request, never shared): what it is (its messages, where its
+    summaries go, what recall covers, whether it is an overflow retry), then what the rewrite came to for the service
+    after it (``restart`` on: written by ``proxy.rewrite.steps.Rewrite`` once its steps ran, never read by a step)."""
 
     service: LongCtx
     messages: list[dict[str, Any]]
@@ -22,22 +24,16 @@ class RequestMemory:
     """Where an LLM summarizer sends this session's summaries (in memory only: it may hold the client's key)."""
     scope: str | None = None
     """What the request asked recall to cover (``X-Ruyi-Recall``: ``all-agents``)."""
-    decisions: dict[str, Any] = field(default_factory=dict)
-    """Session decisions to record before forwarding (archives, a person's request done)."""
+    overflow: bool = False
+    """The upstream refused the request as too long: this is the one retry, and it archives if an archive helps."""
     restart: Restart | None = None
     archived: Archived | None = None
-    positions: tuple[int, ...] | None = None
-    """The final messages' positions in the client's request, when messages were removed or added."""
     prepare_until: int | None = None
     """The last position the next archive would replace, when summaries should be prepared up to it."""
     prepare_number: int | None = None
     """The number the next archive would have (its block is counted ahead too)."""
     prepared: bool | None = None
     """Whether the archive made for this request found its summary made ahead of need (None: no archive)."""
-    requested: str | None = None
-    """What a person asked for this request (archive, prune, pass)."""
-    overflow: bool = False
-    """The upstream refused the request as too long: this is the one retry, and it archives if an archive helps."""
     recall: dict[str, Any] = field(default_factory=dict)
 
 

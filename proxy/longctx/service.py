@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,7 +50,7 @@ class SessionMemory:
     preparing: bool = False
     summarizer: str | None = None
     """How the last LLM summary went (ok, timeout, error, unusable, breaker_open)."""
-    summaries: OrderedDict[tuple[Any, ...], Summary] = field(default_factory=OrderedDict)
+    summaries: LRU[tuple[Any, ...], Summary] = field(default_factory=lambda: LRU(SUMMARIES_MAX))
     """Summaries made for planned ends (ahead of need or on the path), by what they cover."""
     unwritten: set[str] = field(default_factory=set)
     """Chunks made for a summary (the last, partial one) and not yet written: an archive that uses them writes them."""
@@ -180,14 +179,12 @@ class LongCtx:
         size = summary_tokens or self.options.summary_tokens
         key = (first, last, links[last], tuple(tuple(b) for b in base), (s1[0], s1[1], hash(s1[2])) if held and s1 else None, size)
         with self._lock:
-            found = mem.summaries.get(key)
+            found = mem.summaries.peek(key)
         if found is None:
             found = self._summarize(mem, client, links, tokens, first, last, count, base, s1 if held else None, size)
             with self._lock:
                 mem.unwritten.update(c.chunk_id for c in found.new)
                 mem.summaries[key] = found
-                while len(mem.summaries) > SUMMARIES_MAX:
-                    mem.summaries.popitem(last=False)
         with self._lock:
             return replace(found, new=tuple(c for c in found.chunks if c.chunk_id in mem.unwritten))
 

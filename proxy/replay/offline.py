@@ -68,13 +68,14 @@ class OfflineRuyi:
 
     def layout_sections(self) -> dict[str, int]:
         """The tokens each layout section added to the last request (empty: none)."""
-        outcome = self.contexts[0].pruning if self.contexts else None
+        rewritten = self.contexts[0].rewritten if self.contexts else None
+        outcome = rewritten.pruning if rewritten is not None else None
         layout = outcome.report.get("layout") if outcome is not None else None
         return dict(layout["sections"]) if isinstance(layout, dict) else {}
 
     @property
     def pruner(self) -> Any:
-        return next(step.pruner for step in self.pipeline.steps if hasattr(step, "pruner"))
+        return next(step.pruner for step in self.pipeline.each_step() if hasattr(step, "pruner"))
 
     def __call__(self, messages: Messages, tools: Sequence[Any] | None = None) -> Messages:
         chain = self.fingerprinter.chain(messages)
@@ -100,8 +101,8 @@ class OfflineRuyi:
         ctx = RequestContext("offline", "openai", model=self.model, agent_id=self.agent_id, keeper=self.keeper)
         target = summarizer.target(self.model, None, None, None) if (summarizer := self.longctx.summarizer) is not None else None
         ctx.measurement, ctx.longctx = m, RequestMemory(self.longctx, messages, target=target)
-        out = self.pipeline.run(messages, ctx)
-        outcome = ctx.pruning
+        rewritten = self.pipeline.run(messages, ctx)
+        ctx.rewritten, outcome = rewritten, rewritten.pruning
         if outcome is not None:
             self.sessions.decide(
                 self.agent_id, session.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry
@@ -123,5 +124,5 @@ class OfflineRuyi:
                 asyncio.run(self.longctx.prepare_s1(state, mem, m))
                 self.longctx.prepare_for(mem, m, first)
         self.contexts[:] = [ctx]
-        self.unfit += ctx.unfit is not None
-        return out
+        self.unfit += rewritten.unfit is not None
+        return rewritten.messages

@@ -15,6 +15,8 @@ from proxy.longctx.local_recall import recall_from_request
 from proxy.longctx.options import ArchiveOptions, RetrievalOptions
 from proxy.longctx.restart import ARCHIVES, REQUESTED, archives_of, head_size, in_force, requested, restart
 from proxy.longctx.retrieval import ALL_AGENTS, cited, query_of, recall, with_recall
+from proxy.rewrite.pruning import Outcome
+from proxy.rewrite.results import Archiving, Recalled, Restarted
 
 RECALL_SHARE = 0.15
 """A recalled block is at most this share of the usable window (window less the answer's reserve)."""
@@ -46,21 +48,19 @@ class RestartStep:
 
     name = "restart"
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
+    def apply(self, messages: Messages, ctx: RequestContext) -> Restarted:
         m, mem = ctx.measurement, ctx.longctx
         if m is None or mem is None:
-            return messages
-        mem.requested = requested_action(m.session.decisions)
-        if mem.requested is not None:
-            mem.decisions[REQUESTED] = requested(None)  # done once: the next request goes on as usual
-        if mem.requested == "pass":
-            return messages
+            return Restarted(messages)
+        asked = requested_action(m.session.decisions)
+        done = {REQUESTED: requested(None)} if asked is not None else {}  # done once: the next request goes on as usual
+        if asked == "pass":
+            return Restarted(messages, asked, None, done)
         current = in_force(m.session.decisions, m.links)
         if current is None:
-            return messages
-        mem.restart = restart(messages, m.links, m.shared, m.message_tokens, m.raw_tokens, m.tokens, current)
-        mem.positions = mem.restart.positions
-        return mem.restart.messages
+            return Restarted(messages, asked, None, done)
+        view = restart(messages, m.links, m.shared, m.message_tokens, m.raw_tokens, m.tokens, current)
+        return Restarted(view.messages, asked, view, done)
 
 
 class ArchiveStep:
@@ -79,30 +79,33 @@ class ArchiveStep:
         self.ahead = replace(options, newest_turns=max(1, options.newest_turns - 1))
         """A plan made one request ahead keeps one turn fewer: the next request brings one, and keeps the same end."""
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
-        m, mem, outcome = ctx.measurement, ctx.longctx, ctx.pruning
+    def apply(self, messages: Messages, ctx: RequestContext, restarted: Restarted, outcome: Outcome | None) -> Archiving:
+        """The request archived when it is due (``messages``: as pruned), else as it was, with the plan made ahead; what
+        it adds to ``outcome`` goes to a copy."""
+        m, mem = ctx.measurement, ctx.longctx
         if m is None or mem is None or outcome is None or m.count_text is None:
-            return messages  # an archive is kept with the pruning outcome's decisions: without one, none is made
-        outcome.decisions.update(mem.decisions)  # a person's request done
-        if not self.options.enabled or mem.requested == "pass":
-            return messages
+            return Archiving(messages, outcome)  # an archive is kept with the pruning outcome's decisions: without one, none is made
+        outcome = outcome.copy()  # what the archive adds goes to its own copy
+        outcome.decisions.update(restarted.decisions)  # a person's request done
+        if not self.options.enabled or restarted.requested == "pass":
+            return Archiving(messages, outcome)
         small = m.budget.usable  # the summary's budget scaled to a small window (archive.py: sized_for), the same in every process
         options, ahead_options = sized_for(self.options, small), sized_for(self.ahead, small)
         before, after = outcome.report.get("usage_before"), outcome.report.get("usage_after")  # tiers keep their meaning
         if isinstance(before, float) and isinstance(after, float):
             outcome.report.update(tier_before=tier_for(before, self.tiers, True).value, tier_after=tier_for(after, self.tiers, True).value)
-        view, s = mem.restart, m.session
+        view, s = restarted.restart, m.session
         links = view.links if view is not None else m.links
         positions = view.positions if view is not None else tuple(range(len(messages)))
         base = view.message_tokens if view is not None else m.message_tokens
         if len(links) != len(messages) or len(base) != len(messages):
-            return messages  # an earlier step changed the list in a way this one cannot follow
+            return Archiving(messages, outcome)  # an earlier step changed the list in a way this one cannot follow
         per = pruned_tokens(base, links, s.decisions, outcome.decisions)
         ratio = m.scale
         raw_total = outcome.raw_tokens_after or (view.raw_tokens if view is not None else m.raw_tokens)
         tokens = m.calibrated(raw_total)
         current = view.archive if view is not None else None
-        reason = "overflow" if mem.overflow else reason_for(tokens, m.budget, self.tiers, current, mem.requested == "archive")
+        reason = "overflow" if mem.overflow else reason_for(tokens, m.budget, self.tiers, current, restarted.requested == "archive")
         archives = archives_of(s.decisions)
         number = 1 + max((int(a.get("number", 0)) for a in archives), default=0)
         service, client = mem.service, mem.messages
@@ -112,7 +115,7 @@ class ArchiveStep:
         usable = m.budget.usable
         if reason is None:
             if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
-                return messages  # nothing to plan yet
+                return Archiving(messages, outcome)  # nothing to plan yet
             lead = self._lead(at, tokens, usable, ratio)
             p = None
             if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
@@ -151,8 +154,8 @@ class ArchiveStep:
                     self.tiers.compact,
                 )
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
-                    mem.prepare_until, mem.prepare_number = ahead.end, number
-                return messages
+                    return Archiving(messages, outcome, prepare_until=ahead.end, prepare_number=number)
+                return Archiving(messages, outcome)
         lead = self._lead(at, tokens, usable, ratio) if reason in ("economic", "archive_tier") else 0.0
 
         prepared: list[bool] = []
@@ -187,14 +190,13 @@ class ArchiveStep:
             ctx.recall_tool,
         )
         if done is None:
-            return messages
-        mem.prepared = bool(prepared and prepared[0])  # its summary was made ahead of need (audit only: timing-dependent)
-        mem.archived, mem.positions = done, done.positions
-        mem.decisions[ARCHIVES] = with_record(archives, done.record, self.options.kept)
-        outcome.decisions[ARCHIVES] = mem.decisions[ARCHIVES]
+            return Archiving(messages, outcome)
+        kept = with_record(archives, done.record, self.options.kept)
+        outcome.decisions[ARCHIVES] = kept
         outcome.shrunk(done.raw_tokens, done.tokens, m.budget, self.tiers)
         outcome.report["archive"] = archive_report(done.record, len(done.summary.chunks))
-        return done.messages
+        # whether its summary was made ahead of need: audit only, timing-dependent
+        return Archiving(done.messages, outcome, done, bool(prepared and prepared[0]), decisions={ARCHIVES: kept})
 
     def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
         """(tokens the session grows by per request, what its next archive would restart at, the tokens it must
@@ -230,15 +232,18 @@ class RecallStep:
     def __init__(self, options: RetrievalOptions) -> None:
         self.options = options
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
+    def apply(self, messages: Messages, ctx: RequestContext, restarted: Restarted, archiving: Archiving, outcome: Outcome | None) -> Recalled:
+        """The request with a recalled block once archived (the archive made now, else the one in force), and what
+        recall did; ``outcome`` counts the block (in a copy)."""
         m, mem = ctx.measurement, ctx.longctx
         index = mem.service.recall if mem is not None else None
-        if not self.options.enabled or m is None or mem is None or index is None or m.count_text is None or mem.requested == "pass":
-            return messages
-        archive = mem.archived.record if mem.archived is not None else mem.restart.archive if mem.restart is not None else None
+        if not self.options.enabled or m is None or mem is None or index is None or m.count_text is None or restarted.requested == "pass":
+            return Recalled(messages, outcome)
+        done, view = archiving.archived, restarted.restart
+        archive = done.record if done is not None else view.archive if view is not None else None
         query = query_of(messages) if archive is not None else None
         if archive is None or query is None:
-            return messages
+            return Recalled(messages, outcome)
         s, (text, at) = m.session, query
         everyone = self.options.cross_agent and mem.scope == ALL_AGENTS
 
@@ -262,19 +267,19 @@ class RecallStep:
         usable = m.budget.usable  # a small window gets a smaller block (2,000 tokens from 16k up); never calibrated: every process alike
         options = replace(self.options, max_tokens=min(self.options.max_tokens, max(50, int(RECALL_SHARE * usable))))
         if everyone or cited(text):  # named chunks, other agents' archives: from the store
-            block, mem.recall = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None, ["*"] if everyone else None)
+            block, did = recall(search, chunk, text, int(archive["end"]), options, m.count_text, None, ["*"] if everyone else None)
         else:  # a function of this request and the archive in force only (proxy.longctx.local_recall)
-            block, mem.recall = recall_from_request(mem.messages, archive, text, options, m.count_text)
+            block, did = recall_from_request(mem.messages, archive, text, options, m.count_text)
         if block is None:
-            return messages
+            return Recalled(messages, outcome, did)
         out = list(messages)
         out[at] = with_recall(messages[at], block)
-        outcome = ctx.pruning
         if outcome is not None:
+            outcome = outcome.copy()
             outcome.raw_tokens_after += m.count_text(block) + 2
             outcome.tokens_after = m.calibrated(outcome.raw_tokens_after)
-            outcome.report["recall"] = {**{k: v for k, v in mem.recall.items() if k != "latency_ms"}, "blocks": 1, "tokens": m.count_text(block)}
-        return out
+            outcome.report["recall"] = {**{k: v for k, v in did.items() if k != "latency_ms"}, "blocks": 1, "tokens": m.count_text(block)}
+        return Recalled(out, outcome, did)
 
 
 def archive_report(record: Mapping[str, Any], chunks: int) -> dict[str, Any]:

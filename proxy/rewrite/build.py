@@ -46,15 +46,18 @@ def build(
     assert m is not None
     on, new_body, raw_after, failed = ctx.mode == "on", body, m.raw_tokens, None
     if messages is not None:
-        new_messages = app[appkeys.PIPELINE].run(messages, ctx)
-        if new_messages is not messages:
-            built = _with_messages(dialect, body, messages, new_messages, ctx)
+        ctx.rewritten = rewritten = app[appkeys.PIPELINE].run(messages, ctx)
+        if rewritten.num_ctx is not None:  # the layout's sections counted: what the request is sent and recorded with
+            m.num_ctx = rewritten.num_ctx
+        if rewritten.messages is not messages:
+            built = _with_messages(dialect, body, messages, rewritten.messages, rewritten.positions, ctx)
             failed, new_body = ("dialect", body) if built is None else (None, built)
     if on and failed is None and m.num_ctx is not None:
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
         new_body = {**new_body, "options": {**options, "num_ctx": m.num_ctx}}
-    if ctx.pruning is not None:
-        raw_after = ctx.pruning.raw_tokens_after
+    outcome = ctx.rewritten.pruning if ctx.rewritten is not None else None
+    if outcome is not None:
+        raw_after = outcome.raw_tokens_after
     elif new_body is not body and messages is not None and new_body.get("messages") is not body.get("messages"):
         measurer, model = app[appkeys.MEASURER], ctx.model or ""
         raw_after = measurer.counter.count(model, dialect.to_canonical(new_body) or [], body.get("tools")).total
@@ -75,13 +78,15 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 
 def _with_messages(
-    dialect: Dialect, body: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]], ctx: RequestContext
+    dialect: Dialect,
+    body: dict[str, Any],
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    positions: tuple[int, ...] | None,
+    ctx: RequestContext,
 ) -> dict[str, Any] | None:
-    """The body with the rewritten messages; None when the dialect cannot build it."""
+    """The body with the rewritten messages (``positions``: where each came from); None when the dialect cannot build it."""
     try:
-        positions = ctx.longctx.positions if ctx.longctx is not None else None
-        if ctx.layout is not None and ctx.layout.positions is not None:  # the layout placed its sections
-            positions = ctx.layout.positions
         return dialect.with_messages(body, before, after, positions)
     except (ValueError, KeyError, IndexError, TypeError):
         log.warning("dialect_rewrite_failed", request_id=ctx.request_id, exc_info=True)

@@ -14,6 +14,8 @@ from conversation.task import head_end
 from proxy.context import RequestContext
 from proxy.dialects.errors import ProxyError
 from proxy.know.options import TierOptions, WindowOptions
+from proxy.rewrite.pruning import Outcome
+from proxy.rewrite.results import Fitted
 from redaction.redact import redact
 from strategies.fit import cuttable_text, fit
 from strategies.pipeline import apply_replacements
@@ -38,15 +40,17 @@ class FitStep:
         """Whether archives are on (``archive.enabled``): then whatever is still over the window is refused; with them off
         (a person's choice to keep every turn), only a request whose head and newest message alone are over it."""
 
-    def apply(self, messages: Messages, ctx: RequestContext) -> Messages:
-        m, outcome = ctx.measurement, ctx.pruning
-        if m is None or outcome is None or m.count_text is None or (ctx.longctx is not None and ctx.longctx.requested == "pass"):
-            return messages
+    def apply(self, messages: Messages, ctx: RequestContext, outcome: Outcome | None, requested: str | None) -> Fitted:
+        """The request cut to fit (a copy of ``outcome`` made smaller by what is cut), and its parts when it cannot fit at all;
+        as it was when a person said pass (``requested``)."""
+        m = ctx.measurement
+        if m is None or outcome is None or m.count_text is None or requested == "pass":
+            return Fitted(messages, outcome)
         scale = m.scale if m.scale > 0 else 1.0
         usable, window = m.budget.usable / scale, m.budget.window / scale
         tokens = outcome.raw_tokens_after or m.raw_tokens
         if tokens <= usable:
-            return messages
+            return Fitted(messages, outcome)
         head = head_end(messages)
         over = int(tokens - usable) + 1, int(tokens - MARGIN * window) + 1
         cuts = fit(messages, head, over[0], m.budget.usable, m.count_text, m.window.tokens, ctx.recall_tool, over[1]) if self.cut else []
@@ -54,14 +58,15 @@ class FitStep:
         if cuts:
             saved = sum(r.tokens_saved for r in cuts)
             tokens -= saved
+            outcome = outcome.copy()
             outcome.shrunk(tokens, m.calibrated(tokens), m.budget, self.tiers)
             outcome.refs.update({r.ref_id: redact(r.original) for r in cuts})
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)
             if self.archive or parts["tokens"] - parts["turns"] > m.budget.window:  # else even with no turn between
-                ctx.unfit = parts
-        return out
+                return Fitted(out, outcome, parts)
+        return Fitted(out, outcome)
 
 
 def _parts(messages: Messages, head: int, tokens: int, scale: float, count_text: Callable[[str], int]) -> dict[str, int]:
@@ -76,10 +81,10 @@ def _parts(messages: Messages, head: int, tokens: int, scale: float, count_text:
     return {"tokens": total, "head": first, "turns": turns, "newest": newest, "rest": max(0, total - first - turns - newest)}
 
 
-def refusal(ctx: RequestContext) -> ProxyError | None:
-    """The error for a request that cannot fit (``ctx.unfit``), in words the client's agent already acts on: OpenAI's
-    ``context_length_exceeded``, Anthropic's "prompt is too long", then what did not fit."""
-    unfit, m = ctx.unfit, ctx.measurement
+def refusal(ctx: RequestContext, unfit: dict[str, int] | None) -> ProxyError | None:
+    """The error for a request that cannot fit (``unfit``: its parts, ``FitStep``'s), in words the client's agent already
+    acts on: OpenAI's ``context_length_exceeded``, Anthropic's "prompt is too long", then what did not fit."""
+    m = ctx.measurement
     if unfit is None or m is None or ctx.mode != "on":
         return None
     window, total = m.window.tokens, unfit["tokens"]

@@ -80,9 +80,10 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
     longctx = app.get(appkeys.LONGCTX)
     if longctx is not None and ctx.longctx is not None and ctx.mode == "on":  # keep what an archive made, prepare ahead
         longctx.after_rewrite(ctx.longctx, ctx.measurement, sent=forwarded is not raw)
-    if (error := refusal(ctx)) is not None:  # nothing could make it fit: said, never sent over the window
+    unfit = ctx.rewritten.unfit if ctx.rewritten is not None else None
+    if (error := refusal(ctx, unfit)) is not None:  # nothing could make it fit: said, never sent over the window
         app[appkeys.PIPELINE].refused["unfit"] += 1
-        ctx.facts["unfit"] = ctx.unfit
+        ctx.facts["unfit"] = unfit
         raise error
     return forwarded
 
@@ -244,9 +245,9 @@ def _memory_only(app: web.Application, ctx: RequestContext) -> bool:
 
 def _writes_now(app: web.Application, ctx: RequestContext, built: Built) -> bool:
     """Whether recording ``built`` writes to the store before it returns (then not on the loop)."""
-    m, outcome, sessions = ctx.measurement, ctx.pruning, app[appkeys.MEASURER].sessions
+    m, rewritten, sessions = ctx.measurement, ctx.rewritten, app[appkeys.MEASURER].sessions
     assert m is not None
+    outcome = rewritten.pruning if rewritten is not None else None
     if built.decide and built.keep and outcome is not None:
         return sessions.writes_now(m.session, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry)
-    mem = ctx.longctx
-    return sessions.writes_now(m.session, mem.decisions if built.decide and built.keep and mem is not None else {}, {})
+    return sessions.writes_now(m.session, rewritten.decisions if built.decide and built.keep and rewritten is not None else {}, {})

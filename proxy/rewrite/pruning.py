@@ -44,6 +44,10 @@ class Outcome:
     raw_tokens_after: int = 0
     """The prompt as rewritten, on our estimate's scale (what calibration compares the upstream's count with)."""
 
+    def copy(self) -> Outcome:
+        """A copy for a later step to add to (its decisions, refs and report copied one level), this one left as it was."""
+        return replace(self, decisions=dict(self.decisions), refs=dict(self.refs), report=dict(self.report))
+
     def shrunk(self, raw_tokens: int, tokens: int, budget: Budget, tiers: TierOptions) -> None:
         """What the request comes to once a later step (an archive, a cut to fit) made it smaller: its size on our scale
         and the upstream's, and the report's size, usage and tier (the archive tier's meaning, as the later steps use)."""

@@ -28,7 +28,8 @@ def _record_measured(app: web.Application, ctx: RequestContext, raw_after: int, 
     """Remember what the request showed and what it decided (``decide``: the mode is on and its rewrite could be
     built; ``keep``: not an overflow retry awaiting its answer), durably before it is forwarded; report it
     everywhere the user looks. Returns whether the rewritten body (``changed``) may go out."""
-    m, outcome, measurer = ctx.measurement, ctx.pruning, app[appkeys.MEASURER]
+    m, rewritten, measurer = ctx.measurement, ctx.rewritten, app[appkeys.MEASURER]
+    outcome = rewritten.pruning if rewritten is not None else None
     assert m is not None
     s, model = m.session, ctx.model or ""
     measurer.record(m, model, m.calibrated(raw_after) if changed else m.tokens, changed)
@@ -37,8 +38,8 @@ def _record_measured(app: web.Application, ctx: RequestContext, raw_after: int, 
         written = measurer.sessions.decide(
             s.agent_id, s.session_id, outcome.decisions, outcome.refs, outcome.batch_retry_at, outcome.clear_batch_retry
         )
-    elif decide and keep and mem is not None and mem.decisions:  # a person's request done, nothing else decided
-        written = measurer.sessions.decide(s.agent_id, s.session_id, mem.decisions, {})
+    elif decide and keep and rewritten is not None and rewritten.decisions:  # a person's request done, nothing else decided
+        written = measurer.sessions.decide(s.agent_id, s.session_id, rewritten.decisions, {})
     else:
         written = measurer.sessions.settle()  # what must be durable before forwarding is written; the rest soon
     if changed and not written:

@@ -17,6 +17,7 @@ from proxy.dialects.base import Dialect
 from proxy.longctx.request import RequestMemory
 from proxy.rewrite.build import build
 from proxy.rewrite.overflow import is_prompt_overflow
+from proxy.rewrite.pruning import Outcome
 from proxy.rewrite.record import not_kept, record, report_pruning
 
 log = structlog.get_logger(__name__)
@@ -47,7 +48,8 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
     if ctx.mode != "on" or ctx.measurement is None or ctx.overflow_retry:
         return None
     ctx.overflow_retry = ctx.facts["overflow_retry"] = True
-    before = ctx.pruning.tokens_after if ctx.pruning else None
+    outcome = _pruning(ctx)
+    before = outcome.tokens_after if outcome else None
     messages = dialect.to_canonical(body)
     if ctx.longctx is not None and messages is not None:  # afresh, and an archive if one can help
         old = ctx.longctx
@@ -59,9 +61,10 @@ def retry_after_overflow(request: web.Request, dialect: Dialect, raw: bytes, bod
         app[appkeys.PIPELINE].failures["rewrite"] += 1
         log.warning("rewrite_failed", request_id=ctx.request_id, exc_info=True)
         return None
-    if forwarded is raw or ctx.pruning is None or ctx.pruning.tokens_after == before:
+    outcome = _pruning(ctx)
+    if forwarded is raw or outcome is None or outcome.tokens_after == before:
         return None  # nothing more could be freed: relay the upstream's error as it is
-    ctx.unkept = ctx.pruning
+    ctx.unkept = outcome
     return forwarded
 
 
@@ -79,6 +82,11 @@ def settle_retry(request: web.Request, ctx: RequestContext, accepted: bool) -> N
     if accepted and not kept:
         not_kept(app, ctx, "store_write")
     report_pruning(app, ctx, outcome, kept)
+
+
+def _pruning(ctx: RequestContext) -> Outcome | None:
+    """The pruning outcome of the request's latest rewrite."""
+    return ctx.rewritten.pruning if ctx.rewritten is not None else None
 
 
 async def _in_turn(request: web.Request, ctx: RequestContext, work: Callable[[], T]) -> T:

@@ -10,6 +10,8 @@ import pytest
 
 from proxy import appkeys
 from proxy.context import RequestContext
+from proxy.rewrite.pipeline import Guard
+from proxy.rewrite.results import Rewritten
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 
@@ -89,13 +91,13 @@ async def test_ollama_rewrites_keep_untouched_messages_native(make_proxy: MakePr
 
 
 class LeavesABrokenOutcome:
-    """A step that rewrites and leaves the context in a state the recording after it cannot use."""
+    """Steps that rewrite and come to an outcome the recording after them cannot use."""
 
     name = "leaves_a_broken_outcome"
 
-    def apply(self, messages: list[dict[str, Any]], ctx: RequestContext) -> list[dict[str, Any]]:
-        ctx.pruning = "not an outcome"  # type: ignore[assignment]
-        return [{**m, "content": str(m["content"]).upper()} for m in messages]
+    def run(self, messages: list[dict[str, Any]], ctx: RequestContext, guard: Guard) -> Rewritten:
+        shouted = [{**m, "content": str(m["content"]).upper()} for m in messages]
+        return Rewritten(shouted, pruning="not an outcome")  # type: ignore[arg-type]
 
 
 async def test_a_rewrite_that_cannot_be_recorded_forwards_the_original(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
