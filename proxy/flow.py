@@ -19,7 +19,6 @@ from proxy.http.auth import check_route, identify
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
 from proxy.http.request_body import read_json_body
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
-from proxy.offload import REMEMBER_WAIT_S, Turn
 from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
 from proxy.rewrite.retry import retry_after_refusal, settle_retry_in_turn
@@ -64,22 +63,24 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     return out
 
 
-def remembering(request: web.Request, ctx: RequestContext) -> Turn | None:
-    """The session's turn for what this answer teaches, taken as the answer ends (before the client can send its next
-    request): the next request of the session is rewritten once the keeper has remembered it (bounded)."""
+def remembering(request: web.Request, ctx: RequestContext) -> tuple[str, str] | None:
+    """The session whose keeper has this answer to remember, counted as the answer ends (before the client can send its
+    next request): the session's next archive reads the keeper's memory once it is remembered (bounded)."""
     m = ctx.measurement
     if m is None or ctx.mode != "on":
         return None
-    return request.app[appkeys.MEASURER].offload.turns.after_answer((m.session.agent_id, m.session.session_id), REMEMBER_WAIT_S)
+    key = (m.session.agent_id, m.session.session_id)
+    request.app[appkeys.KEEPER].pending.expect(key)
+    return key
 
 
-async def after_answer(request: web.Request, ctx: RequestContext, turn: Turn | None = None) -> None:
+async def after_answer(request: web.Request, ctx: RequestContext, pending: tuple[str, str] | None = None) -> None:
     """Calibrate against the upstream's usage, queue the audit record and S0; then, in the keeper's background,
-    anchors the assistant defined, facts for the forms, sub-agents, pool lines (``turn`` ends once they are kept)."""
+    anchors the assistant defined, facts for the forms, sub-agents, pool lines (``pending`` is done once they are kept)."""
     try:
         await observe_off_loop(request, ctx)
     finally:
-        request.app[appkeys.KEEPER].after_answer(ctx, turn)
+        request.app[appkeys.KEEPER].after_answer(ctx, pending)
 
 
 def ended_status(ctx: RequestContext, deadline_passed: bool) -> int:

@@ -30,45 +30,20 @@ TURN_WAIT_S = 300.0
 """Longest a request waits for its session's previous one to be rewritten (a rewrite takes milliseconds to seconds)."""
 
 
-REMEMBER_WAIT_S = 2.0
-"""Longest a session's next request waits for what its previous answer taught to be remembered (local work, no LLM:
-milliseconds; a stalled store must not hold the session longer)."""
-
-
-class Done(threading.Event):
-    """Set when a turn ends; how long a later turn waits for it, and, for a turn that follows an answer, the turn
-    taken before it (waited for in full whatever happens to this one)."""
-
-    def __init__(self, wait_s: float = TURN_WAIT_S, prev: Done | None = None) -> None:
-        super().__init__()
-        self.wait_s, self.prev = wait_s, prev
-
-
-def wait_after(done: Done | None) -> None:
-    """Wait for ``done``: a rewrite's turn for up to ``TURN_WAIT_S`` (it ends only after those before it); what an
-    answer taught (``SessionTurns.after_answer``) for up to its own bound, then for the turns before it."""
-    while done is not None:
-        ended = done.wait(done.wait_s)
-        if done.prev is None:
-            if not ended:
-                log.warning("session_turn_overdue", waited_s=done.wait_s)  # a bug upstream of here; never wait forever
-            return
-        done = done.prev
-
-
 class Turn:
     """One request's turn in its session: entered when the request is resolved, in that order. ``with turn:``
     waits for the session's previous request to finish its rewrite (and its durable write), and lets the next
     one go on exit, so decisions stay sticky while other sessions' requests never wait on this one."""
 
-    def __init__(self, turns: SessionTurns, key: Hashable, before: Done | None, mine: Done | None = None) -> None:
+    def __init__(self, turns: SessionTurns, key: Hashable, before: threading.Event | None) -> None:
         self._turns, self._key, self._before = turns, key, before
-        self._mine = mine or Done()
+        self._mine = threading.Event()
         self.release: Callable[[], None] | None = None
         """Called once when the turn ends: the session's lock in the store, when replicas share it (store.shared)."""
 
     def __enter__(self) -> Turn:
-        wait_after(self._before)
+        if self._before is not None and not self._before.wait(TURN_WAIT_S):
+            log.warning("session_turn_overdue", waited_s=TURN_WAIT_S)  # a bug upstream of here; never wait forever
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -76,12 +51,7 @@ class Turn:
 
     def ready(self) -> bool:
         """Whether entering would not wait: the session's previous request is done (the loop may then go on)."""
-        before = self._before
-        while before is not None:
-            if not before.is_set():
-                return False
-            before = before.prev
-        return True
+        return self._before is None or self._before.is_set()
 
     def end(self) -> None:
         self._mine.set()
@@ -96,24 +66,13 @@ class SessionTurns:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: dict[Hashable, Done] = {}
+        self._last: dict[Hashable, threading.Event] = {}
 
     def enter(self, key: Hashable) -> Turn:
         """A turn after every turn taken so far for ``key`` (call it where requests are ordered: at resolve)."""
         turn = Turn(self, key, None)
         with self._lock:
             turn._before = self._last.get(key)  # set under the lock, read only by the turn itself
-            self._last[key] = turn._mine
-        return turn
-
-    def after_answer(self, key: Hashable, wait_s: float) -> Turn:
-        """A turn for what an answer teaches (the keeper's work after it), ended when that is remembered: the
-        session's next request is rewritten after it, waiting up to ``wait_s`` for it, so that what it forwards
-        does not depend on how fast the background went (the same bytes on a replay, after a restart, on a replica).
-        Nothing waits on this turn itself; end it exactly once."""
-        with self._lock:
-            before = self._last.get(key)
-            turn = Turn(self, key, before, Done(wait_s, before))
             self._last[key] = turn._mine
         return turn
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +28,7 @@ from proxy.keep.activity import Activity
 from proxy.keep.held import Held, Watched
 from proxy.keep.options import NotebookOptions
 from proxy.keep.organizer import Organizer
+from proxy.keep.pending import Pending
 from proxy.keep.refiner import Refiner
 from proxy.keep.subagents import SPAWN_TTL_S, SPAWNS_KEPT, Spawns, prompt_candidates, snapshot_text, task_prompts, with_snapshot
 from redaction.redact import redact
@@ -36,7 +37,6 @@ from summaries.llm import LLMSummarizer
 if TYPE_CHECKING:
     from memory.store.base import KeeperDatabase
     from proxy.context import RequestContext
-    from proxy.offload import Turn
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -84,6 +84,7 @@ class Keeper:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._agent_tasks: dict[str, set[asyncio.Task[Any]]] = {}
         self.compactions: dict[str, int] = {"llm": 0, "fallback": 0, "unusable": 0, "stale": 0}
+        self.pending = Pending()  # answers of each session not remembered yet: an archive waits for them
         self.remember_failed = 0
         """Requests whose memory work failed after the answer (logged as ``remember_failed``; GET /ruyi/v1/stats)."""
 
@@ -98,12 +99,12 @@ class Keeper:
 
     # after each answer
 
-    def after_answer(self, ctx: RequestContext, turn: Turn | None = None) -> None:
+    def after_answer(self, ctx: RequestContext, pending: Hashable | None = None) -> None:
         """Off the request path: what the request's new messages and its answer showed (anchors defined, facts for the
-        forms, sub-agent calls waiting for their child, a child's result), the prune batch's pool line; then ``turn`` ends."""
+        forms, sub-agent calls waiting for their child, a child's result), the prune batch's pool line; then ``pending`` is done."""
         m = ctx.measurement
         if m is None or ctx.mode != "on":
-            return turn.end() if turn is not None else None
+            return self.pending.done(pending) if pending is not None else None
         try:
             answer = ctx.assembled.message() if ctx.assembled is not None else None
             rewritten = ctx.rewritten
@@ -119,13 +120,13 @@ class Keeper:
                     report if isinstance(report, dict) else None,
                     archive,
                     (list(noted.all), m.shared) if noted is not None and noted.all else None,
-                    turn,
+                    pending,
                 )
             )
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
-            return turn.end() if turn is not None else None
+            return self.pending.done(pending) if pending is not None else None
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         mine = self._agent_tasks.setdefault(m.session.agent_id, set())
@@ -141,7 +142,7 @@ class Keeper:
         report: dict[str, Any] | None,
         archive: dict[str, Any] | None = None,
         whole: tuple[list[dict[str, Any]], int] | None = None,
-        turn: Turn | None = None,
+        pending: Hashable | None = None,
     ) -> None:
         try:
             await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
@@ -153,8 +154,8 @@ class Keeper:
             self.remember_failed += 1
             log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
         finally:
-            if turn is not None:
-                turn.end()  # the session's next request is rewritten with what this one taught
+            if pending is not None:
+                self.pending.done(pending)  # the session's next archive reads what this answer taught
 
     def _forget_task(self, agent_id: str, task: asyncio.Task[Any]) -> None:
         mine = self._agent_tasks.get(agent_id)

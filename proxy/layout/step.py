@@ -264,6 +264,8 @@ class LayoutStep:
     def _after_archive(self, messages: Messages, ctx: RequestContext, number: int, outcome: Tally | None) -> dict[str, Any]:
         m, keeper = ctx.measurement, ctx.keeper
         assert m is not None
+        if keeper is not None:  # what the session's earlier answers taught is remembered first (bounded): the same bytes
+            keeper.pending.wait((m.session.agent_id, m.session.session_id))  # however fast the keeper went
         compact = ""
         room = m.budget.usable - (outcome.tokens_after if outcome is not None else m.tokens)
         if self.options.reminder and not (ctx.longctx is not None and ctx.longctx.overflow) and room > COMPACT_ROOM:
