@@ -108,6 +108,7 @@ def _put_large_ref(conn: sqlite3.Connection, agent_id: str, session_id: str, ref
     pieces = range(0, len(original), REF_PIECE)
     size = len(original) if original.isascii() else sum(len(_text(original[i : i + REF_PIECE])) for i in pieces)
     row = conn.execute("INSERT OR REPLACE INTO refs VALUES (?, ?, ?, zeroblob(?))", (agent_id, session_id, ref_id, size)).lastrowid
+    assert row is not None  # an INSERT always sets it
     with conn.blobopen("refs", "original", row) as blob:
         for i in pieces:
             blob.write(_text(original[i : i + REF_PIECE]))
