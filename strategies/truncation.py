@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, ClassVar
 
 from conversation.messages import Call, text_key
@@ -40,12 +41,39 @@ def importance(line: str, pattern: re.Pattern[str] | None) -> int:
     return LOW
 
 
-def ranks(lines: list[str], pattern: re.Pattern[str] | None) -> list[int]:
+class Lines:
+    """The lines of a text as offsets into it: a 24 MiB output of 600,000 lines is one string and an array of
+    starts (8 bytes a line), not 600,000 strings (about 1.6 times the text in string headers alone)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        starts, find, at = array("q", [0]), text.find, text.find("\n")
+        while at >= 0:
+            starts.append(at + 1)
+            at = find("\n", at + 1)
+        self.starts = starts
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def span(self, i: int) -> tuple[int, int]:
+        """(start, end) of line ``i`` in the text, its newline excluded."""
+        starts = self.starts
+        return starts[i], starts[i + 1] - 1 if i + 1 < len(starts) else len(self.text)
+
+    def __getitem__(self, i: int) -> str:
+        start, end = self.span(i)
+        return self.text[start:end]
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
+
+
+def ranks(lines: Lines, pattern: re.Pattern[str] | None) -> bytearray:
     """importance() of every line, found with one scan of the whole text per regex (block by block of whole
     lines: one regex call never holds the interpreter for long, so the event loop's thread gets its turns)."""
-    text = "\n".join(lines)
-    starts = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
-    levels = [LOW] * len(lines)
+    text, starts = lines.text, lines.starts
+    levels = bytearray(len(lines))  # LOW
     scans = [(_MEDIUM, MEDIUM), (_HIGH, HIGH), (ANCHOR, HIGH)] + ([(pattern, MEDIUM)] if pattern is not None else [])
     blocks = _line_blocks(text)
     for regex, level in scans:
@@ -163,7 +191,11 @@ class Truncation:
 
     def _truncate(self, call: Call, text: str, tokens: int, budget: int, ctx: StrategyContext) -> Replacement | None:
         shown = redact(text)  # what is kept is Ruyi's text: redacted whole, before any line is clipped
-        lines, dropped = self._limit_paths(shown.split("\n")) if call.action.kind == "list" else (shown.split("\n"), 0)
+        if call.action.kind == "list":
+            paths, dropped = self._limit_paths(shown.split("\n"))
+            lines = Lines("\n".join(paths))
+        else:
+            lines, dropped = Lines(shown), 0
         identity, label = call.call_id or f"#{call.result}", redact(call.action.label)
         ref = ref_id(identity, CONTENT, text)
         pattern = compile_pattern(call.action.pattern)
@@ -204,42 +236,50 @@ class Truncation:
                     out.append("[… more paths omitted …]")
         return out, dropped
 
-    def _select(self, lines: list[str], levels: list[int], ratio: float, budget: int) -> tuple[list[str], int]:
-        """The kept lines, gaps marked, and how many lines were omitted."""
+    def _select(self, lines: Lines, levels: bytearray, ratio: float, budget: int) -> tuple[list[str], int]:
+        """The kept lines, gaps marked, and how many lines were omitted (a line's cost is its clipped length's:
+        computed for the lines looked at, from offsets, never a list of every line)."""
         max_chars = max(40, int(budget * 0.25 / max(ratio, 1e-6)))
-        lines = [_clip(line, max_chars) for line in lines]
-        cost = [int(len(line) * ratio) + 1 for line in lines]
+
+        def cost(i: int) -> int:
+            start, end = lines.span(i)
+            size = end - start if end - start <= max_chars else len(_clip(lines.text, start, end, max_chars))
+            return int(size * ratio) + 1
+
         keep: set[int] = set()
         used, start, end = 0, 0, len(lines) - 1
-        while start <= end and used + cost[start] <= budget * self.options.head_share:
+        while start <= end and used + (c := cost(start)) <= budget * self.options.head_share:
             keep.add(start)
-            used += cost[start]
+            used += c
             start += 1
         tail_used = 0
-        while end >= start and tail_used + cost[end] <= budget * self.options.tail_share:
+        while end >= start and tail_used + (c := cost(end)) <= budget * self.options.tail_share:
             keep.add(end)
-            tail_used += cost[end]
+            tail_used += c
             end -= 1
         used += tail_used
         for level in (HIGH, MEDIUM):
-            for i in range(start, end + 1):
-                if levels[i] == level and used + cost[i] + _MARKER_COST <= budget:
+            i = levels.find(level, start, end + 1)
+            while i >= 0:
+                if used + (c := cost(i)) + _MARKER_COST <= budget:
                     keep.add(i)
-                    used += cost[i] + _MARKER_COST
+                    used += c + _MARKER_COST
+                i = levels.find(level, i + 1, end + 1)
         out: list[str] = []
         previous = -1
         for i in sorted(keep):
             if i - previous > 1:
                 out.append(f"[… {i - previous - 1} lines omitted …]")
-            out.append(lines[i])
+            out.append(_clip(lines.text, *lines.span(i), max_chars))
             previous = i
         if previous < len(lines) - 1:
             out.append(f"[… {len(lines) - 1 - previous} lines omitted …]")
         return out, len(lines) - len(keep)
 
 
-def _clip(line: str, max_chars: int) -> str:
-    if len(line) <= max_chars:
-        return line
+def _clip(text: str, start: int, end: int, max_chars: int) -> str:
+    """The line text[start:end], its middle cut when it is over max_chars (a huge line is never copied whole)."""
+    if end - start <= max_chars:
+        return text[start:end]
     half = max_chars // 2
-    return f"{line[:half]} […{len(line) - 2 * half} characters…] {line[-half:]}"
+    return f"{text[start : start + half]} […{end - start - 2 * half} characters…] {text[end - half : end]}"

@@ -97,6 +97,23 @@ def _text(original: str) -> bytes:
     return original.encode("utf-8", "surrogatepass")
 
 
+REF_PIECE = 1 << 20
+"""An original longer than this many characters is written into its row a piece at a time (SQLite's incremental
+blob I/O): a 24 MiB tool output never becomes a 24 MiB bytes object and SQLite's own copy of it at once."""
+
+
+def _put_large_ref(conn: sqlite3.Connection, agent_id: str, session_id: str, ref_id: str, original: str) -> None:
+    """The same row as ``INSERT OR REPLACE INTO refs VALUES (?, ?, ?, _text(original))``, encoded piece by piece
+    (UTF-8 with surrogatepass encodes each code point alone: the pieces join to the whole's bytes)."""
+    pieces = range(0, len(original), REF_PIECE)
+    size = len(original) if original.isascii() else sum(len(_text(original[i : i + REF_PIECE])) for i in pieces)
+    row = conn.execute("INSERT OR REPLACE INTO refs VALUES (?, ?, ?, zeroblob(?))", (agent_id, session_id, ref_id, size)).lastrowid
+    assert row is not None  # an INSERT always sets it
+    with conn.blobopen("refs", "original", row) as blob:
+        for i in pieces:
+            blob.write(_text(original[i : i + REF_PIECE]))
+
+
 class SQLiteStore(SQLiteReport, SQLiteSize):
     """The store in one SQLite file. Use it from one thread (the event loop's); only ``checkpoint``
     may be called from another, on its own connection. The report's reading is in sqlite_report."""
@@ -175,7 +192,10 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
                 "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
                 [(a, s, link, _json(body)) for a, s, link, body in changes.decisions],
             )
-            _many(c, "INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs])
+            _many(c, "INSERT OR REPLACE INTO refs VALUES (?, ?, ?, ?)", [(a, s, r, _text(o)) for a, s, r, o in changes.refs if len(o) <= REF_PIECE])
+            for a, s, r, o in changes.refs:
+                if len(o) > REF_PIECE:
+                    _put_large_ref(c, a, s, r, o)
             _many(
                 c,
                 f"INSERT OR IGNORE INTO refs SELECT agent_id, ?, ref_id, original FROM refs WHERE agent_id = ? AND session_id = ? AND ref_id {_IN_LIST}",

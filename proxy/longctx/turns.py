@@ -7,13 +7,15 @@ from typing import Any
 
 from memory.chain import message_digest
 from memory.store.base import Turn
-from redaction.redact import redact_value
+from redaction.redact import redact
 from summaries.extractive import text_of
 
 STORED_CHARS = 256 * 1024
 """The most characters of one string of a message the raw turns keep (its head and tail; what is between is named,
 never silently dropped): one 32 MiB tool output must not become 64 MB of store (the raw turn and its search copy)."""
 HEAD_SHARE = 0.75
+MARGIN = 16 * 1024
+"""Characters redacted past each cut of an over-long string (a secret that straddles the cut is still seen whole)."""
 
 
 def capped(value: Any, limit: int = STORED_CHARS) -> Any:
@@ -30,10 +32,27 @@ def capped(value: Any, limit: int = STORED_CHARS) -> Any:
     return value
 
 
-def redacted(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a message with every secret in its strings (text, tool-call arguments) redacted: the one
-    redaction function Ruyi uses for everything it writes."""
-    return redact_value(dict(message))  # type: ignore[no-any-return]
+def kept(value: Any, limit: int = STORED_CHARS) -> Any:
+    """``capped(redact_value(value))`` without redacting (or copying) what the cap cuts anyway: a string over the cap
+    is cut first, each piece with ``MARGIN`` characters past its cut, redacted, then cut to size. A 32 MiB tool output
+    costs its head and tail, not a lowered copy of the whole (RELIABILITY.md, row 5). Strings up to ``limit + 2 *
+    MARGIN`` are redacted whole, exactly as before; past that the stored text differs only where a secret the cut
+    removes anyway would have shifted it. Where redaction shrank a piece by more than half its margin (a long key
+    block near the cut), a key cut in two at the piece's end could come within the kept part: redacted whole then."""
+    if isinstance(value, str):
+        if len(value) <= limit + 2 * MARGIN:
+            return capped(redact(value), limit)
+        head_n = int(limit * HEAD_SHARE)
+        tail_n = limit - head_n
+        head, tail = redact(value[: head_n + MARGIN]), redact(value[-(tail_n + MARGIN) :])
+        if len(head) - head_n < MARGIN // 2 or len(tail) - tail_n < MARGIN // 2:
+            return capped(redact(value), limit)
+        return f"{head[:head_n]}\n[… {len(value) - head_n - tail_n:,} characters not kept by Ruyi's store …]\n{tail[-tail_n:]}"
+    if isinstance(value, Mapping):
+        return {k: kept(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [kept(v, limit) for v in value]
+    return value
 
 
 def turns_of(agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], start: int, answer: Mapping[str, Any] | None) -> list[Turn]:
@@ -47,7 +66,7 @@ def turns_of(agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any
     for position, message in numbered:
         if not isinstance(message, Mapping):
             continue
-        clean = capped(redacted(message))
+        clean = kept(message)  # redacted, each string capped: what is cut is never redacted or copied whole
         text = text_of(clean)
         out.append(
             Turn(

@@ -112,10 +112,29 @@ def test_kept_head_tail_and_label_are_redacted() -> None:
 
 
 def test_ranks_of_a_long_output_scanned_block_by_block_equal_each_line_s_importance() -> None:
-    from strategies.truncation import SCAN_BLOCK, compile_pattern, importance, ranks
+    from strategies.truncation import SCAN_BLOCK, Lines, compile_pattern, importance, ranks
 
     kinds = ["ok line {i}", "WARNING: disk {i}", "Traceback (most recent call last) {i}", "see [D{i:03d}]", "needle {i}", ""]
     lines = [kinds[(i * 7) % len(kinds)].format(i=i % 1000) + " x" * (i % 13) for i in range(4 * SCAN_BLOCK // 20)]
     pattern = compile_pattern("needle")
     assert len("\n".join(lines)) > 3 * SCAN_BLOCK
-    assert ranks(lines, pattern) == [importance(line, pattern) for line in lines]
+    assert list(ranks(Lines("\n".join(lines)), pattern)) == [importance(line, pattern) for line in lines]
+
+
+def test_a_huge_output_is_cut_from_line_offsets_not_a_list_of_its_lines() -> None:
+    """An 8 MiB log of 200,000 lines: truncating it costs the redaction's lowered copy and an array of line starts,
+    not a string per line (about 1.6 times the text), the text joined again and a list of starts (3 times before)."""
+    import tracemalloc
+
+    body = "\n".join(f"2026-11-27T04:00:{i % 60:02d} worker {i} read the queue" for i in range(200_000))
+    body = body[:-100] + "\nERROR: the one line that matters\n" + body[-100:]
+    messages = conversation(bash("cat worker.log", body))
+    small().propose(conversation(bash("cat a.log", lines("noise", 300))), make_ctx())  # the rules compiled
+    tracemalloc.start()
+    try:
+        (replacement,) = small().propose(messages, make_ctx())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "ERROR: the one line that matters" in replacement.new_text
+    assert peak < 1.6 * len(body), f"peak {peak:,} bytes for a {len(body):,}-character output"
