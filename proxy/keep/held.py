@@ -47,6 +47,13 @@ class Held:
         kept = self._values.get(key)
         return kept is not None and self._clock() - kept[0] < self.held_s
 
+    def ageing(self, key: tuple[str, ...]) -> bool:
+        """Whether ``key`` is held but half its ``held_s`` has gone: read it again ahead (``refresh``), off the request
+        path, so an agent that sends more often than every ``held_s`` keeps finding it held."""
+        with self._lock:
+            kept = self._values.get(key)
+            return self.on and kept is not None and self._clock() - kept[0] >= self.held_s / 2
+
     def get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
         """The value held for ``key`` (its first item the agent), else ``read()``, held unless a write came meanwhile."""
         if not self.on:
@@ -54,10 +61,15 @@ class Held:
         with self._lock:
             if self._fresh(key):
                 return self._values[key][1]
+        return self.refresh(key, read)
+
+    def refresh(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
+        """``read()`` whether held or not, held anew (its age from now) unless a write came meanwhile."""
+        with self._lock:
             before = (self._epoch, self._generation.peek(key[0], 0))
         value = read()
         with self._lock:
-            if (self._epoch, self._generation.peek(key[0], 0)) == before:
+            if self.on and (self._epoch, self._generation.peek(key[0], 0)) == before:
                 self._keep(key, value)
         return value
 

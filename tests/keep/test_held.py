@@ -79,3 +79,42 @@ def test_write_counts_are_bounded_and_forgetting_one_drops_reads_in_flight() -> 
     assert held.get(("agent-0", "notebook"), read) == "old"
     assert not held.has(("agent-0", "notebook"))
     assert held.get(("agent-0", "notebook"), lambda: "new") == "new" and held.has(("agent-0", "notebook"))
+
+
+def test_past_half_its_time_a_read_is_ageing_and_a_refresh_holds_it_anew() -> None:
+    now = [0.0]
+    held = Held(held_s=2.0, clock=lambda: now[0])
+    held.get(("a", "notebook"), lambda: "v1")
+    now[0] = 0.9
+    assert not held.ageing(("a", "notebook")) and not held.ageing(("b", "notebook"))
+    now[0] = 1.0
+    assert held.ageing(("a", "notebook")) and held.has(("a", "notebook"))
+    assert held.refresh(("a", "notebook"), lambda: "v2") == "v2"
+    now[0] = 2.9  # 1.9 s after the refresh: still held, and the newer value
+    assert held.has(("a", "notebook")) and held.get(("a", "notebook"), lambda: "v3") == "v2"
+
+    def raced() -> str:
+        held.drop("a")
+        return "old"
+
+    assert held.refresh(("a", "notebook"), raced) == "old" and not held.has(("a", "notebook"))
+
+
+async def test_an_agent_that_sends_often_keeps_its_memory_held(tmp_path: Path) -> None:
+    """``memory_held`` on the loop answers from what is held and, past half its time, reads it again in a worker:
+    the next request finds it held (no worker hop on the request path), never older than ``held_s``."""
+    now = [0.0]
+    keeper = Keeper(tmp_path / "ruyi.db", NotebookOptions(), None)
+    keeper.held._clock = lambda: now[0]
+    keeper.current_notebook("a"), keeper.anchor_list("a"), keeper.snapshot_for("a", "s", False, [], None)
+    assert keeper.memory_held("a", "s", False) and not keeper._tasks  # young: nothing read again
+    now[0] = 1.5
+    assert keeper.memory_held("a", "s", False) and keeper._tasks  # ageing: read again ahead
+    await keeper.settle()
+    now[0] = 3.0  # past the first reads' 2 s, within the refresh's
+    assert keeper.memory_held("a", "s", False)
+    keeper.anchors.capture("a", "s", definitions("[D001] Use SQLite — why: one file"))
+    assert not keeper.memory_held("a", "s", False)  # a write still drops what is held
+    assert not keeper.memory_held("b", "s", False) and not keeper.memory_held("a", "s", True)
+    await keeper.settle()
+    keeper.close()
