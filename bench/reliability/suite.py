@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, free_port, stop
-from bench.reliability.stack import SECRET, TREE, body, client, conversation, disk_bytes, fds, pct, rss_mb, slope_per_min, start, stats, timed
+from bench.reliability.stack import SECRET, TREE, body, client, conversation, cpu_s, disk_bytes, fds, pct, rss_mb, slope_per_min, start, stats, timed
 
 # --- scenarios: each returns its figures (a flat dict) ---
 
@@ -98,10 +98,10 @@ async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50)
                     ttfb.append(first)
             return ttfb, statuses, rss
 
-        disk0 = disk_bytes(stack.data_dir)
+        disk0, cpu0 = disk_bytes(stack.data_dir), cpu_s(stack.ruyi_pid)
         ttfb, statuses, rss = await schedule(stack.url, lambda n: {"X-Ruyi-Agent": f"soak-{n % sessions}"})
         await asyncio.sleep(1.5)  # the background writer's last batch
-        disk1 = disk_bytes(stack.data_dir)
+        disk1, cpu1 = disk_bytes(stack.data_dir), cpu_s(stack.ruyi_pid)
         rss.append((seconds, rss_mb(stack.ruyi_pid)))
         direct, _, _ = await schedule(stack.upstream, lambda n: {})
         p50, direct_p50 = statistics.median(ttfb) * 1000, statistics.median(direct) * 1000
@@ -117,6 +117,7 @@ async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50)
             "direct_ttfb_p50_ms": round(direct_p50, 1),
             "direct_ttfb_p99_ms": round(direct_p99, 1),
             "added_p50_ms": round(p50 - direct_p50, 1),
+            "ruyi_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / max(1, len(statuses)), 2),
             "ratio_p50": round(p50 / direct_p50, 2) if direct_p50 else None,
             "ratio_p99": round(p99 / direct_p99, 2) if direct_p99 else None,
             "rss_mb": [[round(t), round(r)] for t, r in rss],
