@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
+
 from memory.lru import LRU
+
+log = structlog.get_logger(__name__)
 
 AGENTS_HELD = 4096
 """Agents (and sessions' snapshots) whose reads are held (the oldest forgotten first), and agents whose writes are
@@ -33,6 +38,8 @@ class Held:
         """Writes per agent, bounded: a read compares its agent's count (and the epoch) before and after."""
         self._epoch = 0
         self._lock = threading.Lock()
+        self._reading: set[str] = set()
+        """Agents whose held reads are being read again ahead (``read_ahead``)."""
 
     def _forgotten(self, agent_id: str, generation: int) -> None:
         """An agent's write count is dropped (under the lock): its next count restarts at 0 and could equal what a read
@@ -53,6 +60,29 @@ class Held:
         with self._lock:
             kept = self._values.get(key)
             return self.on and kept is not None and self._clock() - kept[0] >= self.held_s / 2
+
+    def read_ahead(
+        self, agent_id: str, reads: dict[tuple[str, ...], Callable[[], Any]], run: Callable[..., Awaitable[Any]], tasks: set[asyncio.Task[Any]]
+    ) -> None:
+        """When one of ``reads``' keys is ageing, read them all again with ``run`` (a worker), one such read per agent
+        at a time (its task in ``tasks``): the agent's next request finds them held, while the request that asked
+        goes on with what is held (younger than ``held_s``). Only on the event loop."""
+        if agent_id in self._reading or not any(self.ageing(key) for key in reads):
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._read_again(reads, run))
+        except RuntimeError:  # not on the event loop: the next request reads in a worker, as without this
+            return
+        self._reading.add(agent_id)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        task.add_done_callback(lambda _t: self._reading.discard(agent_id))
+
+    async def _read_again(self, reads: dict[tuple[str, ...], Callable[[], Any]], run: Callable[..., Awaitable[Any]]) -> None:
+        try:
+            await run(lambda: [self.refresh(key, read) for key, read in reads.items()])
+        except Exception:  # a read ahead that fails changes nothing: the next request reads in a worker
+            log.debug("held_read_ahead_failed", exc_info=True)
 
     def get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
         """The value held for ``key`` (its first item the agent), else ``read()``, held unless a write came meanwhile."""

@@ -82,8 +82,6 @@ class Keeper:
         self._clock = clock
         self._tasks: set[asyncio.Task[Any]] = set()
         self._agent_tasks: dict[str, set[asyncio.Task[Any]]] = {}
-        self._refreshing: set[str] = set()
-        """Agents whose held memory is being read again ahead (``memory_held``)."""
         self.compactions: dict[str, int] = {"llm": 0, "fallback": 0, "unusable": 0, "stale": 0}
         self.remember_failed = 0
         """Requests whose memory work failed after the answer (logged as ``remember_failed``; GET /ruyi/v1/stats)."""
@@ -294,39 +292,15 @@ class Keeper:
         """Whether the layout and snapshot steps can run on memory alone for this request: the agent's notebook and
         anchors and the session's snapshot (or its absence) are held, and it is not a first request (which may
         recognise a sub-agent: its parent is read from the store)."""
-        held, keys = self.held, ((agent_id, "notebook"), (agent_id, "anchors"), (agent_id, "snapshot", session_id))
-        if new or not all(held.has(key) for key in keys):
+        reads: dict[tuple[str, ...], Callable[[], Any]] = {
+            (agent_id, "notebook"): lambda: self.notebook.current(agent_id),
+            (agent_id, "anchors"): lambda: self.anchors.list(agent_id),
+            (agent_id, "snapshot", session_id): lambda: self.sessions.snapshot(agent_id, session_id),
+        }
+        if new or not all(self.held.has(key) for key in reads):
             return False
-        if any(held.ageing(key) for key in keys):
-            self._refresh_soon(agent_id, session_id)
+        self.held.read_ahead(agent_id, reads, self.run, self._tasks)  # past half their time: read again in a worker
         return True
-
-    def _refresh_soon(self, agent_id: str, session_id: str) -> None:
-        """Read an agent's held memory again in a worker (at most one such read per agent at a time), so its next
-        request finds it held; the request that asked goes on with what is held (younger than ``held.held_s``)."""
-        if agent_id in self._refreshing:
-            return
-        try:
-            task = asyncio.get_running_loop().create_task(self._refresh(agent_id, session_id))
-        except RuntimeError:  # not on the event loop: the next request reads in a worker, as without this
-            return
-        self._refreshing.add(agent_id)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _t: self._refreshing.discard(agent_id))
-
-    async def _refresh(self, agent_id: str, session_id: str) -> None:
-        held = self.held
-
-        def read() -> None:
-            held.refresh((agent_id, "notebook"), lambda: self.notebook.current(agent_id))
-            held.refresh((agent_id, "anchors"), lambda: self.anchors.list(agent_id))
-            held.refresh((agent_id, "snapshot", session_id), lambda: self.sessions.snapshot(agent_id, session_id))
-
-        try:
-            await self.run(read)
-        except Exception:  # a read ahead that fails changes nothing: the next request reads in a worker
-            log.debug("held_refresh_failed", agent_id=agent_id, exc_info=True)
 
     def current_notebook(self, agent_id: str) -> Notebook:
         return self.held.get((agent_id, "notebook"), lambda: self.notebook.current(agent_id))
