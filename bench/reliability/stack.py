@@ -58,6 +58,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used so far, all its threads (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -80,6 +86,32 @@ def body(i: int, stream: bool = False, words: int = 20) -> dict[str, Any]:
             {"role": "user", "content": f"agent {i}: fix the failing test " + "context " * words},
         ],
     }
+
+
+REPLY = "Hello from the fake upstream."
+"""What the fake upstream answers (tests/fake_upstream.py): an agent's next request carries it as the assistant's turn."""
+
+
+def conversation(agent: int, request: int, turns: int, words: int = 20) -> dict[str, Any]:
+    """Agent ``agent``'s ``request``-th request: its conversation grown by one exchange per request (the answer it got,
+    then a new user turn), a new task (a new session) every ``turns`` requests."""
+    task, step = divmod(request, turns)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    for s in range(step + 1):
+        if s:
+            messages.append({"role": "assistant", "content": REPLY})
+        messages.append({"role": "user", "content": f"agent {agent} task {task} step {s}: fix the failing test " + "context " * words})
+    return {"model": "gpt-4o", "stream": False, "messages": messages}
+
+
+def slope_per_min(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value) samples, per minute (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    mt = sum(t for t, _ in samples) / len(samples)
+    mv = sum(v for _, v in samples) / len(samples)
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    return 60 * sum((t - mt) * (v - mv) for t, v in samples) / var if var else 0.0
 
 
 async def timed(http: aiohttp.ClientSession, url: str, payload: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, float]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
+import signal
 import sqlite3
 import statistics
 import sys
@@ -26,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.processes import ROOT, free_port, stop
-from bench.reliability.stack import SECRET, TREE, body, client, disk_bytes, fds, pct, rss_mb, start, stats, timed
+from bench.reliability.stack import SECRET, TREE, body, client, conversation, cpu_s, disk_bytes, fds, pct, rss_mb, slope_per_min, start, stats, timed
 
 # --- scenarios: each returns its figures (a flat dict) ---
 
@@ -60,47 +62,66 @@ async def load(streams: int) -> dict[str, Any]:
         stop(stack.procs)
 
 
-async def soak(seconds: float, rate: float, sessions: int = 20) -> dict[str, Any]:
-    """``rate`` requests a second for ``seconds`` (``sessions`` agents, each growing its conversation), through Ruyi;
-    then the same schedule direct. Time to first byte, memory over time, disk per request."""
+async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50) -> dict[str, Any]:
+    """``rate`` requests a second for ``seconds`` from ``sessions`` agents, each growing its conversation by one
+    exchange per request and starting a new task every ``turns`` requests (``turns=1``: every request a new
+    conversation, its one message longer each time, as this soak sent before), through Ruyi; then the same
+    schedule direct. Time to first byte, memory over time (its slope after the first third: warm-up), disk per
+    request."""
     stack = start()
+
+    def payload(n: int) -> dict[str, Any]:
+        if turns == 1:
+            return body(n % sessions, words=20 + n // sessions)
+        return conversation(n % sessions, n // sessions, turns)
+
     try:
 
-        async def schedule(url: str, headers: Callable[[int], dict[str, str]]) -> tuple[list[float], list[int], list[float]]:
+        async def schedule(url: str, headers: Callable[[int], dict[str, str]]) -> tuple[list[float], list[int], list[tuple[float, float]]]:
             ttfb: list[float] = []
             statuses: list[int] = []
-            rss: list[float] = []
+            rss: list[tuple[float, float]] = []
             tasks: list[asyncio.Task[tuple[int, float]]] = []
+            every = max(1.0, seconds / 20)
             async with client() as http:
                 started, n = time.perf_counter(), 0
                 while (now := time.perf_counter() - started) < seconds:
                     due = int(now * rate)
                     while n < due:
-                        tasks.append(asyncio.ensure_future(timed(http, url, body(n % sessions, words=20 + n // sessions), headers(n))))
+                        tasks.append(asyncio.ensure_future(timed(http, url, payload(n), headers(n))))
                         n += 1
-                    if url == stack.url and int(now) % max(1, int(seconds // 10)) == 0 and len(rss) <= now:
-                        rss.append(rss_mb(stack.ruyi_pid))
+                    if url == stack.url and now >= len(rss) * every:
+                        rss.append((now, rss_mb(stack.ruyi_pid)))
                     await asyncio.sleep(0.01)
                 for status, first in await asyncio.gather(*tasks):
                     statuses.append(status)
                     ttfb.append(first)
             return ttfb, statuses, rss
 
-        disk0 = disk_bytes(stack.data_dir)
+        disk0, cpu0 = disk_bytes(stack.data_dir), cpu_s(stack.ruyi_pid)
         ttfb, statuses, rss = await schedule(stack.url, lambda n: {"X-Ruyi-Agent": f"soak-{n % sessions}"})
         await asyncio.sleep(1.5)  # the background writer's last batch
-        disk1 = disk_bytes(stack.data_dir)
+        disk1, cpu1 = disk_bytes(stack.data_dir), cpu_s(stack.ruyi_pid)
+        rss.append((seconds, rss_mb(stack.ruyi_pid)))
         direct, _, _ = await schedule(stack.upstream, lambda n: {})
+        p50, direct_p50 = statistics.median(ttfb) * 1000, statistics.median(direct) * 1000
+        p99, direct_p99 = pct(ttfb, 0.99) * 1000, pct(direct, 0.99) * 1000
         return {
             "seconds": seconds,
             "rate": rate,
+            "turns": turns,
             "requests": len(statuses),
             "ok": statuses.count(200),
-            "ttfb_p50_ms": round(statistics.median(ttfb) * 1000, 1),
-            "ttfb_p99_ms": round(pct(ttfb, 0.99) * 1000, 1),
-            "direct_ttfb_p50_ms": round(statistics.median(direct) * 1000, 1),
-            "direct_ttfb_p99_ms": round(pct(direct, 0.99) * 1000, 1),
-            "rss_mb": [round(r) for r in rss],
+            "ttfb_p50_ms": round(p50, 1),
+            "ttfb_p99_ms": round(p99, 1),
+            "direct_ttfb_p50_ms": round(direct_p50, 1),
+            "direct_ttfb_p99_ms": round(direct_p99, 1),
+            "added_p50_ms": round(p50 - direct_p50, 1),
+            "ruyi_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / max(1, len(statuses)), 2),
+            "ratio_p50": round(p50 / direct_p50, 2) if direct_p50 else None,
+            "ratio_p99": round(p99 / direct_p99, 2) if direct_p99 else None,
+            "rss_mb": [[round(t), round(r)] for t, r in rss],
+            "rss_mb_per_min_after_warmup": round(slope_per_min([(t, r) for t, r in rss if t >= seconds / 3]), 2),
             "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2),
         }
     finally:
@@ -157,6 +178,77 @@ async def stalled_store(requests: int, held_s: float) -> dict[str, Any]:
         }
     finally:
         stop(stack.procs)
+
+
+async def full_disk(requests: int, full_s: float = 2.0) -> dict[str, Any]:
+    """The store's files cannot be written for a while (no root needed: Ruyi's file-size limit, RLIMIT_FSIZE, set to
+    0 from outside with prlimit, so every write to a regular file fails as on a full disk: a short write, then EFBIG;
+    SIGXFSZ ignored, as a full disk sends none) while ``requests`` agents send: every request answered (fails
+    open), Ruyi healthy; once the limit is lifted, the sessions they started reach the database (the registry
+    keeps what it could not write and tries again). What was dropped meanwhile is counted by reason in
+    ``/ruyi/v1/stats`` (``store_queue``)."""
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # inherited by the Ruyi started now
+    try:
+        stack = start()
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
+    limits = resource.prlimit(stack.ruyi_pid, resource.RLIMIT_FSIZE)
+    try:
+        async with client() as http:
+            await timed(http, stack.url, body(0), {"X-Ruyi-Agent": "warm"})
+            await settled(stack.url)
+            resource.prlimit(stack.ruyi_pid, resource.RLIMIT_FSIZE, (0, limits[1]))  # the disk is full
+            try:
+                started = time.perf_counter()
+                answers = await asyncio.gather(*(timed(http, stack.url, body(i), {"X-Ruyi-Agent": f"full-{i}"}) for i in range(requests)))
+                answered_s = time.perf_counter() - started
+                async with http.get(stack.url + "/healthz") as r:
+                    health = r.status
+                await asyncio.sleep(max(0.0, full_s - (time.perf_counter() - started)))  # the writer meets the full disk
+                during = await stats(stack.url)
+            finally:
+                resource.prlimit(stack.ruyi_pid, resource.RLIMIT_FSIZE, limits)  # space returns
+            freed = time.perf_counter()
+            landed_s, sessions = None, 0
+            for _ in range(600):  # bounded: 30 s at most
+                sessions = _count(stack.data_dir, "SELECT count(DISTINCT agent_id) FROM sessions WHERE agent_id LIKE 'full-%'")
+                if sessions == requests:
+                    landed_s = time.perf_counter() - freed
+                    break
+                await asyncio.sleep(0.05)
+            after_status, _ = await timed(http, stack.url, body(requests), {"X-Ruyi-Agent": "after"})
+            await settled(stack.url)
+            after = await stats(stack.url)
+        queue = after.get("store_queue") or {}
+        return {
+            "requests": requests,
+            "ok": sum(s == 200 for s, _ in answers),
+            "all_answered_s": round(answered_s, 2),
+            "healthz_while_full": health,
+            "unsaved_while_full": (during.get("store_writes") or {}).get("unsaved"),
+            "sessions_landed": sessions,
+            "landed_after_space_s": None if landed_s is None else round(landed_s, 2),
+            "audited_agents": _count(stack.data_dir, "SELECT count(DISTINCT agent_id) FROM audit WHERE agent_id LIKE 'full-%'"),
+            "dropped_by_reason": queue.get("dropped_by_reason"),
+            "request_after": after_status,
+            "alive": stack.procs[-1].poll() is None,
+        }
+    finally:
+        stop(stack.procs)
+
+
+def _count(data_dir: Path, sql: str) -> int:
+    with sqlite3.connect(f"file:{data_dir / 'ruyi.db'}?mode=ro", uri=True) as db:
+        return int(db.execute(sql).fetchone()[0])
+
+
+async def settled(url: str) -> None:
+    """Until nothing waits to be written (bounded: 30 s)."""
+    for _ in range(600):
+        now = await stats(url)
+        if now["store_writes"]["unsaved"] == 0 and (now["store_queue"] or {}).get("pending", 0) == 0:
+            return
+        await asyncio.sleep(0.05)
 
 
 async def faults(requests: int) -> dict[str, Any]:
@@ -296,8 +388,9 @@ async def key_leaks(requests: int) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
     "load": lambda a: _loads(a.streams),
-    "soak": lambda a: soak(a.soak_s, a.rate),
+    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns),
     "stalled_store": lambda a: stalled_store(a.stalled, a.held_s),
+    "full_disk": lambda a: full_disk(a.full),
     "faults": lambda a: faults(a.faults),
     "bad_input": lambda a: bad_input(a.bad),
     "slow_clients": lambda a: slow_clients(a.slow),
@@ -317,8 +410,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, nargs="*", default=[500, 1000])
     parser.add_argument("--soak-s", type=float, default=600.0)
     parser.add_argument("--rate", type=float, default=20.0, help="soak requests per second")
+    parser.add_argument(
+        "--turns", type=int, default=50, help="soak requests per conversation before an agent starts a new one (1: every request new)"
+    )
     parser.add_argument("--stalled", type=int, default=64)
     parser.add_argument("--held-s", type=float, default=10.0)
+    parser.add_argument("--full", type=int, default=64, help="agents sending while the disk is full")
     parser.add_argument("--faults", type=int, default=20)
     parser.add_argument("--bad", type=int, default=20)
     parser.add_argument("--slow", type=int, default=500)
@@ -327,7 +424,7 @@ def main() -> None:
     TREE["root"] = args.root
     if args.short:
         args.streams, args.soak_s, args.rate, args.stalled, args.held_s = [50], 5.0, 10.0, 16, 2.0
-        args.faults, args.bad, args.slow, args.leaks = 3, 2, 20, 2
+        args.faults, args.bad, args.slow, args.leaks, args.full = 3, 2, 20, 2, 8
     for name in args.only or SCENARIOS:
         started = time.perf_counter()
         figures: dict[str, Any] = asyncio.run(SCENARIOS[name](args))  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.reliability.suite import bad_input, faults, key_leaks, load, slow_clients, soak, stalled_store
+from bench.reliability.suite import bad_input, faults, full_disk, key_leaks, load, slow_clients, soak, stalled_store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -19,6 +19,8 @@ async def test_load_every_stream_completes_and_descriptors_come_back() -> None:
 async def test_a_short_soak_answers_every_request() -> None:
     figures = await soak(3.0, 10.0, sessions=5)
     assert figures["requests"] >= 20 and figures["ok"] == figures["requests"]
+    fresh = await soak(2.0, 10.0, sessions=5, turns=1)  # every request a new conversation
+    assert fresh["ok"] == fresh["requests"] >= 10
 
 
 async def test_a_held_database_holds_no_request_and_what_waited_lands() -> None:
@@ -26,6 +28,14 @@ async def test_a_held_database_holds_no_request_and_what_waited_lands() -> None:
     assert figures["ok"] == 8 and figures["sessions_api"] == 200
     assert figures["deadline"]["stalled"] and figures["landed_after_release_s"] is not None
     assert figures["audited_agents"] == 8, "every audit record queued while the database was held was written after"
+
+
+async def test_a_full_disk_fails_open_and_the_sessions_land_when_space_returns() -> None:
+    figures = await full_disk(6)
+    assert figures["ok"] == 6 and figures["healthz_while_full"] == 200 and figures["alive"]
+    assert figures["unsaved_while_full"], "the writes did meet the full disk"
+    assert figures["sessions_landed"] == 6, "every session started while the disk was full was written once space returned"
+    assert figures["request_after"] == 200
 
 
 async def test_upstream_faults_are_relayed_and_ruyi_stays_up() -> None:
