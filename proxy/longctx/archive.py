@@ -16,6 +16,7 @@ from proxy.longctx.block import ChunkLine, archive_block
 from proxy.longctx.chunks import Chunk
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
+from redaction.redact import redact
 from summaries.extractive import text_of
 from summaries.recent import recent_work, said
 
@@ -326,7 +327,9 @@ def block_of(
     turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
     known = "\n".join([summary.text, *(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])])
-    recent = recent_work(client[head : end + 1], head, options.recent_tokens, known) if options.recent_tokens else ""
+    # redacted like the summary: the block is a decision, kept in the store (and a secret the agent once typed has no
+    # business in every later request)
+    recent = redact(recent_work(client[head : end + 1], head, options.recent_tokens, known)) if options.recent_tokens else ""
     return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent)
 
 
