@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.reliability.suite import bad_input, faults, full_disk, key_leaks, load, slow_clients, soak, stalled_store
+from bench.reliability.store_faults import full_disk, stalled_store
+from bench.reliability.suite import bad_input, faults, key_leaks, load, slow_clients, soak
 
 pytestmark = pytest.mark.timeout(180)
 
