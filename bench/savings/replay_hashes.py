@@ -113,8 +113,10 @@ async def over_http(traces: list[Trace], kind: str, window: int) -> list[str]:
                 "window.context_window": window,
                 "ollama.max_num_ctx": window,
                 "retrieval.enabled": False,
+                "notebook.pool_lines": False,
             },
-        )  # recall reads chunks written off the request path: not repeatable
+        )  # recall reads chunks written off the request path, and the notebook's pool lines carry the minute they
+        # were written (an archive's stable part shows them): neither is repeatable from one run to the next
         proxy = web.AppRunner(make_app(cfg, default_steps(cfg), probe_upstream=False), access_log=None)
         await proxy.setup()
         site = web.TCPSite(proxy, "127.0.0.1", 0)
