@@ -179,7 +179,9 @@ def classify(tool_call: Mapping[str, Any], state: ClassifyState) -> ToolAction:
     args = parse_arguments(function.get("arguments"))
     spec = state.tools.get(name)
     if args is None or spec is None or spec.kind == "other":
-        return ToolAction("other", key=f"{name}\x1f{function.get('arguments')}", label=name)
+        said = args.get("description") if args is not None else None  # a sub-agent's (Claude Code, Qwen Code, opencode)
+        label = _clip(f"{name}: {said}") if isinstance(said, str) and said.strip() else name
+        return ToolAction("other", key=f"{name}\x1f{function.get('arguments')}", label=label)
     if spec.kind == "shell":
         return _shell(name, spec, args, state)
     kind = dict(spec.subkinds).get(str(args.get(spec.subcommand)), "other") if spec.subcommand else spec.kind

@@ -8,6 +8,7 @@ from typing import Any
 
 from conversation.actions.classify import ClassifyState, classify
 from conversation.messages import is_error_output, message_text
+from conversation.task import request_text
 
 FILES_KEPT = 40
 COMMANDS_KEPT = 12
@@ -45,9 +46,11 @@ def learn(facts: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], answe
     for msg in messages:
         role, text = msg.get("role"), message_text(msg)
         if role == "user" and text and not out["task"]:
-            out["task"] = one_line(text, 500)
+            request = request_text(msg)  # the person's words, not the agent's wrappers or preambles around them
+            if request:
+                out["task"] = one_line(request, 500)
         elif role == "assistant":
-            if text and text.strip():
+            if text and text.strip() and out["task"]:  # before the person's request: an agent's "Got it." to its own preamble
                 out["last_words"] = one_line(text)
             for call in msg.get("tool_calls") or ():
                 action = classify(call, state)

@@ -121,6 +121,8 @@ def compact(s: SessionState) -> str:
             lines.append(f"- {w['done']}: " + one_line(", ".join(changed[-keep:]), 80))
         if facts.get("last_words"):
             lines.append(f"- {w['doing']}: " + one_line(facts["last_words"], 40 + 20 * keep))
+        elif facts.get("commands"):  # an agent that only calls tools, never says a word: its newest command
+            lines.append(f"- {w['doing']}: `" + one_line(facts["commands"][-1], 30 + 20 * keep) + "`")
         ids = [a.anchor_id for a in s.anchors if a.status == "active"]
         lines += ["", f"【{w['anchors']}】", "- " + (", ".join(f"[{i}]" for i in ids[: 2 + 2 * keep]) or w["none"])]
         text = "\n".join(lines)

@@ -149,3 +149,14 @@ def test_table_from_config() -> None:
         tools_from_mapping({"bad2": {"kind": "read", "unknown_field": 1}})
     with pytest.raises(OptionError):
         ToolSpec("reading")
+
+
+def test_a_sub_agent_call_is_labelled_by_its_description() -> None:
+    """Claude Code's ``Agent``, Qwen Code's ``agent`` and opencode's ``task`` (seen in their real requests) all send a
+    ``description``: the label (a summary's progress line, a placeholder) says what the sub-agent was asked."""
+    for name in ("Agent", "agent", "task"):
+        call = tool_call(name, description="Count lines", prompt="count the lines of notes.txt", subagent_type="general")
+        action = classify(call, ClassifyState())
+        assert action.kind == "other" and action.label == f"{name}: Count lines"
+    assert classify(tool_call("todo_write", todos=[]), ClassifyState()).label == "todo_write"
+    assert classify(tool_call("Agent", description="   "), ClassifyState()).label == "Agent"

@@ -19,3 +19,13 @@ def test_normal_stays_within_2000_and_expanded_keeps_everything() -> None:
     assert len(build(state, "normal")) <= 2000
     expanded = build(state, "expanded")
     assert all(f"## [D{i:03d}]" in expanded for i in range(1, 30)) and "cmd 0" in expanded
+
+
+def test_compact_progress_names_the_newest_command_of_an_agent_that_never_speaks() -> None:
+    """Seen in a real Claude Code run: only tool calls, no words, no file changed, and an empty 【Progress】."""
+    facts = {"task": "Print the numbers", "commands": ["seq 1 900", "seq 901 1800"], "requests": 2}
+    text = build(SessionState("s", facts, []), "compact")
+    progress = text.split("【Progress】")[1].split("【")[0]
+    assert "`seq 901 1800`" in progress and "seq 1 900" not in progress and len(text) < 500
+    spoken = build(SessionState("s", {**facts, "last_words": "Printing the second range."}, []), "compact")
+    assert "Printing the second range." in spoken and "seq 901 1800" not in spoken
