@@ -37,7 +37,7 @@ class StoreOptions:
     """The store's size on disk (SQLite: the file and its write-ahead log) kept under this, in the background in small
     steps: the oldest sessions' raw turns and chunks go first, then their reports and audit records, then whole
     sessions, oldest first (the decisions in force last; the newest session always stays). 0: no limit (sessions still
-    expire after ``sessions.ttl_days``). Counted under ``store_size`` in GET /ruyi/v1/stats. Not applied to PostgreSQL."""
+    expire after ``sessions.ttl_days``). Counted under ``store_size`` in GET /ruyi/v1/stats. SQLite only: refused with ``backend: postgres``."""
     queue_max: int = 10_000
     """Background writes (reports, usage, audit) waiting at most; beyond it new ones are dropped and counted."""
     unsaved_max: int = 100_000
@@ -62,5 +62,7 @@ class StoreOptions:
             raise ValueError("pool_max must be >= 1")
         if self.deadline_ms < 1 or self.max_bytes < 0:
             raise ValueError("deadline_ms must be >= 1, max_bytes >= 0")
+        if self.backend == "postgres" and self.max_bytes:  # a limit silently not kept is worse than none
+            raise ValueError("max_bytes is kept for SQLite only: a PostgreSQL database's size is its server's to manage (0 to go on)")
         if self.busy_timeout_ms < 0 or self.queue_max < 1 or self.unsaved_max < 1:
             raise ValueError("busy_timeout_ms must be >= 0, queue_max and unsaved_max >= 1")

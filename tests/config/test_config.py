@@ -180,3 +180,12 @@ def test_postgres_implies_a_shared_store(tmp_path: Path) -> None:
     f.write_text("store:\n  backend: postgres\n  url: postgresql://u@127.0.0.1:5432/test\n  shared: false\n")
     assert load_config(f, {}).store.shared is True  # two replicas that did not say so would silently diverge
     assert load_config(None, {}).store.shared is False
+
+
+def test_a_size_limit_postgres_would_not_keep_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "ruyi.yaml"
+    f.write_text("store:\n  backend: postgres\n  url: postgresql://u@127.0.0.1:5432/test\n  max_bytes: 1000000\n")
+    with pytest.raises(ConfigError, match="max_bytes is kept for SQLite only"):
+        load_config(f, {})
+    f.write_text("store:\n  max_bytes: 1000000\n")
+    assert load_config(f, {}).store.max_bytes == 1_000_000
