@@ -21,7 +21,8 @@ characters / 4, none cached; its answers are not priced).
 ``--fake-summarizer`` starts the test suite's fake upstream on 127.0.0.1 (bench/fake_upstream_server.py) answering the
 archivist with a summary built from the prompt (tests/fake_summary.py: the first line of each quoted message, newest
 first). That shows the mechanism end to end (litellm, the checks, the S1 in later archives) and what a summary of that
-shape does to the figure; it is no claim about what a model's summary would keep.
+shape does to the figure; it is no claim about what a model's summary would keep. ``--fake-summarizer empty`` answers
+the five headings and nothing else: the figure with an S1 that holds nothing, i.e. how much of it S1 carries at all.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Rewrite
 
 FAKE_MODEL = "openai/ruyi-fake-archivist"
+EMPTY = "## Task\n—\n## Decisions\n—\n## Constraints\n—\n## Progress\n—\n## Anchors\n—"
+"""``--fake-summarizer empty``'s answer: a summary that passes the checks and holds nothing."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--summarizer-timeout", type=float, default=None, help="seconds a summary may take (summarizer.timeout_seconds)")
     group.add_argument(
         "--fake-summarizer",
-        action="store_true",
-        help="answer summaries from the test suite's fake upstream on 127.0.0.1 (built from the prompt: the mechanism, not quality)",
+        nargs="?",
+        const="prompt",
+        choices=("prompt", "empty"),
+        help="answer summaries from the test suite's fake upstream on 127.0.0.1: built from the prompt (the default: the mechanism, "
+        "not quality), or 'empty' (the five headings and nothing else: what the figure is with an S1 holding nothing)",
     )
 
 
@@ -143,10 +149,11 @@ class LLMRows:
         timeout = {"summarizer.timeout_seconds": args.summarizer_timeout} if args.summarizer_timeout else {}
         if args.fake_summarizer:
             port = processes.free_port()
-            proc = processes.fake_upstream(port, summary_from_prompt=True)
+            proc = processes.fake_upstream(port, summary_from_prompt=args.fake_summarizer == "prompt", summary_reply=EMPTY)
             atexit.register(processes.stop, [proc])  # a run ended early stops it too
             api = {"summarizer.model": FAKE_MODEL, "summarizer.api_base": f"http://127.0.0.1:{port}/v1", "summarizer.api_key": "sk-fake"}
-            return cls("Ruyi + LLM summarizer (fake upstream)", api | timeout, lambda: processes.stop([proc]))
+            label = "fake upstream" if args.fake_summarizer == "prompt" else "fake upstream, empty summary"
+            return cls(f"Ruyi + LLM summarizer ({label})", api | timeout, lambda: processes.stop([proc]))
         if not args.summarizer_model:
             return cls(None, {})
         api = {"summarizer.model": args.summarizer_model, "summarizer.api_base": args.summarizer_api_base}
