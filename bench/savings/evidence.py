@@ -32,7 +32,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/savings/evidence.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.savings.llm_summarizer import LLMRows, add_arguments
+from bench.savings.llm_summarizer import LLMRows, add_arguments, logs_to_stderr
 from bench.savings.savings import STRATEGIES, TRACES, load_traces
 from proxy.replay.metrics import archive_in, canonical
 from proxy.replay.run import Cl100kCounter, Prices, ReplayResult, Rewrite, merge, replay
@@ -257,4 +257,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    logs_to_stderr()
     sys.exit(main())

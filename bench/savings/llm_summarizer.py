@@ -39,6 +39,7 @@ from bench import processes
 from bench.savings.savings import RUYI_CONFIG, RUYI_COUNTER
 from config.load import load_config
 from config.schema import Config
+from proxy.http.log import configure_logging
 from proxy.replay.offline import OfflineRuyi
 from proxy.replay.run import Rewrite
 
@@ -52,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("LLM summarizer (a row of Ruyi with summarizer.model set, beside Ruyi without)")
     group.add_argument("--summarizer-model", help="a litellm model for summaries (openai/gpt-4o-mini, ollama_chat/qwen2.5:7b)")
     group.add_argument("--summarizer-api-base", help="the model's server (http://127.0.0.1:11434 …)")
-    group.add_argument("--summarizer-key-env", help="the environment variable holding its key (never the key itself)")
+    group.add_argument(
+        "--summarizer-key-env",
+        help="the environment variable holding its key (never the key itself; litellm's openai/ models want one even from "
+        "a server that checks none: any value)",
+    )
     group.add_argument("--summarizer-timeout", type=float, default=None, help="seconds a summary may take (summarizer.timeout_seconds)")
     group.add_argument(
         "--fake-summarizer",
@@ -146,6 +151,12 @@ class LLMRows:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LLMRows:
         """From the options of ``add_arguments``: the fake summarizer started now when asked for."""
+        if args.fake_summarizer or args.summarizer_model:
+            quiet_litellm()
+        if args.fake_summarizer and args.summarizer_model:
+            raise SystemExit("--fake-summarizer or --summarizer-model, not both")
+        if args.summarizer_key_env and not os.environ.get(args.summarizer_key_env):
+            raise SystemExit(f"--summarizer-key-env {args.summarizer_key_env}: that variable is not set")
         timeout = {"summarizer.timeout_seconds": args.summarizer_timeout} if args.summarizer_timeout else {}
         if args.fake_summarizer:
             port = processes.free_port()
@@ -179,3 +190,17 @@ class LLMRows:
 
     def close(self) -> None:
         self._stop()
+
+
+def quiet_litellm() -> None:
+    """litellm without its help banner on stdout after a failed call (a bench's ``--json`` goes there), and without
+    fetching its model map at import."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+
+
+def logs_to_stderr() -> None:
+    """Ruyi's log lines (a summary that fell back, a step that failed open) on stderr: stdout holds the bench's report."""
+    configure_logging("warning")
