@@ -13,6 +13,7 @@ from aiohttp import web
 
 from proxy.know.tokens import TokenCounter
 from tests import fake_anthropic, fake_responses
+from tests.fake_summary import summary_from_prompt
 
 FAKE_UPSTREAM = web.AppKey("fake_upstream", "FakeUpstream")
 
@@ -79,6 +80,8 @@ class FakeUpstream:
     summary_reply: str = "## Task\nsummary\n## Decisions\n-\n## Constraints\n-\n## Progress\n-\n## Anchors\n—"
     """The answer to a request from Ruyi's LLM summarizer (its system prompt starts "You are Ruyi's archivist", or "You are
     Ruyi's notary" when it proposes what an archive established)."""
+    summary_from_prompt: bool = False
+    """When set, the archivist's answer is built from the prompt it received (tests/fake_summary.py), not ``summary_reply``."""
     summary_delay: float = 0.0
     """How long a summarizer request waits before its answer."""
     summary_held: asyncio.Event | None = None
@@ -274,7 +277,8 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(fake.summary_delay)
         if fake.summary_held is not None:
             await fake.summary_held.wait()
-        message = {"role": "assistant", "content": fake.summary_reply}
+        archivist = fake.summary_from_prompt and first["content"].startswith("You are Ruyi's archivist")
+        message = {"role": "assistant", "content": summary_from_prompt(body["messages"]) if archivist else fake.summary_reply}
         return web.json_response(
             {
                 "id": "chatcmpl-summary",

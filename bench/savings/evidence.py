@@ -1,6 +1,8 @@
 """Next-step evidence: does the forwarded request still hold what the agent's next message refers to?
 
-Usage: ``python bench/savings/evidence.py [--traces DIR] [--windows 8000,16000,32000,64000] [--only NAME,...] [--json]``.
+Usage: ``python bench/savings/evidence.py [--traces DIR] [--windows 8000,16000,32000,64000] [--only NAME,...] [--json]
+[--summarizer-model M [--summarizer-api-base URL] [--summarizer-key-env NAME] | --fake-summarizer]``: the last add a
+row of Ruyi with its LLM summarizer on beside Ruyi with it off (bench/savings/llm_summarizer.py says how it is modelled).
 
 For every request of a recorded session (each prefix ending before an assistant message), the distinctive terms of
 the agent's *actual next message* (its text and tool calls) are taken: identifiers with ``_``, paths, dotted names,
@@ -30,6 +32,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/savings/evidence.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.savings.llm_summarizer import LLMRows, add_arguments, logs_to_stderr
 from bench.savings.savings import STRATEGIES, TRACES, load_traces
 from proxy.replay.metrics import archive_in, canonical
 from proxy.replay.run import Cl100kCounter, Prices, ReplayResult, Rewrite, merge, replay
@@ -204,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated substrings of strategy names to run")
     parser.add_argument("--lost", type=int, default=10, help="lost terms and causes listed per window (Ruyi)")
     parser.add_argument("--json", action="store_true")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.traces is None or not Path(args.traces).is_dir():
         print("no trace folder (set RUYI_TRACE_DIR or --traces)", file=sys.stderr)
@@ -211,9 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     traces = load_traces(args.traces)
     wanted = [s.strip().lower() for s in args.only.split(",") if s.strip()]
     chosen = {n: f for n, f in STRATEGIES.items() if not wanted or any(w in n.lower() for w in wanted)}
+    llm = LLMRows.from_args(args)
+    chosen = llm.rows(chosen)
     report: dict[str, Any] = {}
     for window in (int(w) for w in args.windows.split(",")):
         rows = {name: run(factory, traces, window) for name, factory in chosen.items()}
+        summarizer = llm.take()
         report[str(window)] = {
             name: {
                 "evidence": round(ev.share, 4),
@@ -230,19 +237,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             for name, (r, ev) in rows.items()
         }
+        if llm.label is not None:
+            report[str(window)][llm.label]["summarizer"] = summarizer.as_json(rows[llm.label][0].totals.summarizer_tokens)
         if not args.json:
             print(table(window, rows) + "\n")
+            if llm.label is not None:
+                print(summarizer.line(f"LLM summarizer at {window // 1000}k", rows[llm.label][0].totals.summarizer_tokens) + "\n")
             for name, (_, ev) in rows.items():
-                if name == "Ruyi" or len(rows) == 1:
+                if name.startswith("Ruyi") or len(rows) == 1:
                     print(
                         f"{name} at {window // 1000}k, lost most often: " + ", ".join(f"`{t}` ×{n}" for t, n in ev.lost_terms.most_common(args.lost))
                     )
                     print("  why: " + ", ".join(f"{c} {n}" for c, n in ev.causes.most_common()) + "\n")
             sys.stdout.flush()
+    llm.close()
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
     return 0
 
 
 if __name__ == "__main__":
+    logs_to_stderr()
     sys.exit(main())
