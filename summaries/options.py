@@ -27,9 +27,15 @@ class SummarizerOptions:
     """… for this long, and use the extractive summary meanwhile."""
     max_tokens: int = 1200
     """The most a summary may be asked to hold (the budget given is the archive's ``summary_tokens``)."""
+    every_tokens: int = 2000
+    """Once an archive is planned, the summary is brought up to date when this many tokens of new messages have come
+    since the one kept (the first at once); what an archive replaces past the kept summary is added in extractive form.
+    0: after every request (one call per request: several times the cost for little more)."""
 
     def check(self) -> None:
         if self.timeout_seconds <= 0 or self.concurrency < 1 or self.failures_to_open < 1 or self.open_seconds < 0 or self.max_tokens < 100:
             raise ValueError("timeout_seconds must be positive, concurrency and failures_to_open at least 1, open_seconds >= 0, max_tokens >= 100")
+        if self.every_tokens < 0:
+            raise ValueError("every_tokens must be >= 0")
         if self.api_key is not None and self.api_key.startswith("env:") and not self.api_key[4:]:
             raise ValueError("api_key: 'env:' needs a variable name, as in env:OPENAI_API_KEY")

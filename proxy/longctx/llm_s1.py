@@ -31,6 +31,8 @@ async def prepare_llm_s1(
     first = mem.restart.archive["head"] if mem.restart is not None else head_size(mem.messages)
     held = state.s1 if state.s1 is not None and state.s1[0] <= last and links[state.s1[0]] == state.s1[1] else None
     start = held[0] + 1 if held is not None else first
+    if held is not None and sum(tokens[start : last + 1]) < summarizer.options.every_tokens:
+        return  # too little new since the kept summary to pay for a call: an archive adds it in extractive form
     previous = held[2] if held is not None else None
     newest = last + 1
     while newest > start and sum(tokens[newest - 1 : last + 1]) < TRACE_TOKENS:
