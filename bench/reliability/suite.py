@@ -31,16 +31,20 @@ from bench.reliability.store_faults import full_disk, stalled_store
 # --- scenarios: each returns its figures (a flat dict) ---
 
 
-async def load(streams: int) -> dict[str, Any]:
-    """``streams`` streams at once (each ~1 s at the upstream: 10 chunks 100 ms apart), through Ruyi and direct."""
+async def load(streams: int, settle_s: float = 45.0) -> dict[str, Any]:
+    """``streams`` streams at once (each ~1 s at the upstream: 10 chunks 100 ms apart), through Ruyi and direct; then
+    how long, within ``settle_s``, until Ruyi's file descriptors are back (its idle upstream connections close ~30 s on)."""
     stack = start(chunk_delay=0.1, reply=" ".join(f"w{i}" for i in range(10)))
     try:
         before_rss, before_fds = rss_mb(stack.ruyi_pid), fds(stack.ruyi_pid)
         async with client() as http:
             direct = await asyncio.gather(*(timed(http, stack.upstream, body(i, True)) for i in range(streams)))
             proxied = await asyncio.gather(*(timed(http, stack.url, body(i, True), {"X-Ruyi-Agent": f"agent-{i}"}) for i in range(streams)))
-        for _ in range(100):  # connections closed: file descriptors back (bounded poll)
+        closed = time.perf_counter()
+        back_s = None
+        for _ in range(int(settle_s * 10)):  # file descriptors back (bounded poll): idle upstream connections close after their keep-alive
             if fds(stack.ruyi_pid) <= before_fds + 5:
+                back_s = round(time.perf_counter() - closed, 1)
                 break
             await asyncio.sleep(0.1)
         return {
@@ -55,6 +59,7 @@ async def load(streams: int) -> dict[str, Any]:
             "rss_mb_after": round(rss_mb(stack.ruyi_pid)),
             "fds_before": before_fds,
             "fds_after": fds(stack.ruyi_pid),
+            "fds_back_after_s": back_s,
         }
     finally:
         stop(stack.procs)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 async def test_load_every_stream_completes_and_descriptors_come_back() -> None:
-    figures = await load(20)
+    figures = await load(20, settle_s=1.0)
     assert figures["ok"] == figures["direct_ok"] == 20
     assert figures["fds_after"] <= figures["fds_before"] + 60  # the upstream pool's kept connections at most
 
