@@ -42,6 +42,12 @@ class ArchiveOptions:
     no newer kept line, the summary, the task or the newest turns name. The scripts and commands its next steps
     reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
     (none at 8k). 0: none."""
+    map_tokens: int = 0
+    """Budget of the map of the code the agent saw in the archived stretch (``summaries.codemap``, ``<code-map>``):
+    per file it read, the definitions its outputs showed (classes, functions, ``Class.method``, module-level names)
+    with their line numbers and the names their shown bodies used, the file seen last first, a name listed only where
+    the request names it nowhere else. Counted in what the archive restarts at, like ``recent_tokens``; scaled down
+    below 32k. 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
@@ -67,8 +73,8 @@ class ArchiveOptions:
             raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
         if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:
             raise ValueError("summary_tokens, chunk_tokens and chunk_source_tokens must be at least 50")
-        if self.recent_tokens < 0:
-            raise ValueError(f"recent_tokens must be >= 0, got {self.recent_tokens}")
+        if self.recent_tokens < 0 or self.map_tokens < 0:
+            raise ValueError(f"recent_tokens and map_tokens must be >= 0, got {self.recent_tokens}, {self.map_tokens}")
         if self.chunks_listed < 0 or self.kept < 1 or self.newest_turns < 1:
             raise ValueError("chunks_listed must be >= 0, kept and newest_turns >= 1")
 
