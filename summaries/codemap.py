@@ -33,6 +33,10 @@ _GREP_HIT = re.compile(r"^\.?/?([\w./-]+\.\w+)[:-](\d{1,6})[:-](.*)$")
 """``grep -rn`` across files: ``path:12:code`` or ``path-12-context``."""
 _DEF = re.compile(r"^(\s*)(?:async\s+def|def|class|function|func|fn)\s+([A-Za-z_]\w*)")
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*)\s*(?::\s*[^=]+)?=(?!=)")
+_IMPORT = re.compile(r"^(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\w+)')
+"""A traceback's frame: where the code ran (any output, a script's run included)."""
+_WORD = re.compile(r"\w+")
 _WRAPPER = re.compile(r"^\s*</?(?:returncode|output|warning)>")
 _TOKEN_LIKE = re.compile(r"^(?=(?:.*\d){3})(?=.*[A-Za-z]\d)(?=.*\d[A-Za-z])[\w-]{16,}$")
 """A long run of letters and digits without a dot or a slash: a key, a hash or an id, not a name the code uses
@@ -54,6 +58,8 @@ class _File:
     last: int
     """Position (in the stretch) of the newest output that showed this file."""
     defs: dict[str, _Def] = field(default_factory=dict)
+    views: set[int] = field(default_factory=set)
+    """Positions of the outputs that showed it."""
 
 
 def _lines_of(text: str, path: str | None, start: int | None) -> list[tuple[str | None, int | None, str]]:
@@ -84,6 +90,13 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
     current_indent = -1
     own_path: str | None = None
     for path, number, code in lines:
+        frame = _FRAME.match(code)
+        if frame:
+            where = files.setdefault(frame.group(1), _File(frame.group(1), position))
+            where.last = max(where.last, position)
+            if frame.group(3) != "<module>":
+                where.defs.setdefault(frame.group(3), _Def(frame.group(3), int(frame.group(2))))
+            continue
         if path is None or not code.strip():
             continue
         if path != own_path:
@@ -92,6 +105,7 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
         if entry is None:
             entry = files[path] = _File(path, position)
         entry.last = max(entry.last, position)
+        entry.views.add(position)
         indent = len(code) - len(code.lstrip())
         match = _DEF.match(code)
         if match:
@@ -108,6 +122,12 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
                 entry.defs[listed] = found  # seen again: moved to the end (the newest view's order)
                 current, current_indent = found, indent
             stack.append((indent, name, is_class))
+            continue
+        imported = _IMPORT.match(code) if not stack else None
+        if imported:
+            module = imported.group(1) or imported.group(2)
+            if terms(module):
+                entry.defs.setdefault("import " + module, _Def("import " + module, number))
             continue
         assign = _ASSIGN.match(code)
         if assign and (not stack or (stack[-1][2] and len(assign.group(1)) > stack[-1][0])):
@@ -154,6 +174,18 @@ def code_map(
         path = action.path if action.kind in ("read", "search") and action.path and "*" not in action.path else None
         start = action.range[0] if action.kind == "read" and action.range else 1 if action.kind == "read" and action.selector is None else None
         _scan(_lines_of(text, path, start), files, call.result, uses)
+    said = [t or "" for t, r in zip(conversation.texts, conversation.roles) if r == "assistant"] + [c.arguments for c in conversation.calls]
+    words = [set(_WORD.findall(text)) for text in said]
+    spoken = set().union(*words)
+
+    def named(name: str) -> bool:  # the agent's words or calls in the stretch name it
+        return name.rsplit(".", 1)[-1] in spoken
+
+    def referred(f: _File) -> int:  # how many of the agent's messages and calls name the file (its stem) or its definitions
+        names = {f.path.rsplit("/", 1)[-1].split(".")[0], *(d.name.rsplit(".", 1)[-1] for d in f.defs.values() if len(d.name) > 5)}
+        return sum(1 for w in words if not names.isdisjoint(w))
+
+    score = {f.path: len(f.views) + referred(f) for f in files.values()}
     budget = budget_tokens * CHARS_PER_TOKEN
     seen = terms(known)
 
@@ -162,13 +194,14 @@ def code_map(
 
     out: list[str] = []
     used = 0
-    for entry in sorted(files.values(), key=lambda f: -f.last):
+    for entry in sorted(files.values(), key=lambda f: (-score[f.path], -f.last)):
         if budget - used < MIN_PART:
             break
         label = f"{entry.path.removeprefix('./')} [{first + entry.last}]:"
         items: list[str] = []
         size = len(label)
-        for d in entry.defs.values():
+        first_named = [d for d in entry.defs.values() if named(d.name)]
+        for d in [*first_named, *(d for d in entry.defs.values() if not named(d.name))]:
             new_uses = [u for u in d.uses if new(u)]
             if not new_uses and not any(new(t) for t in terms(d.name)):
                 continue
