@@ -124,7 +124,7 @@ def test_on_a_real_session_a_definition_read_long_ago_is_kept_through_the_archiv
         system = sent[0].get("content") if sent and sent[0].get("role") == "system" else ""
         if isinstance(system, str) and "<code-map>" in system:
             code = system.split("<code-map>")[1].split("</code-map>")[0]
-            archived = not any(m.get("content") == request[8].get("content") for m in sent[1:])
+            archived = not any(m.get("content") == request[7].get("content") for m in sent[1:])  # the read of helpers.py
             found.append((archived, code))
     assert found, "an archive with a code map by request 110"
     archived, code = found[-1]
