@@ -23,7 +23,8 @@ from summaries.evidence import terms
 CHARS_PER_TOKEN = 3
 """Characters per token the budget is counted with (as ``summaries.recent``)."""
 USES_PER_DEFINITION = 12
-"""At most this many names a definition's shown body uses are listed beside it."""
+"""At most this many names a definition's shown body uses are listed beside it: those the agent itself named in the
+stretch first, then in the order the body uses them (of the first ``4 × USES_PER_DEFINITION`` it uses)."""
 MIN_PART = 60
 """Files are looked at while at least this many characters of the budget are left."""
 
@@ -141,7 +142,7 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
             for term in sorted(terms(code), key=code.find):
                 if _TOKEN_LIKE.match(term):
                     continue
-                if term not in current.uses and len(current.uses) < USES_PER_DEFINITION:
+                if term not in current.uses and len(current.uses) < 4 * USES_PER_DEFINITION:
                     current.uses.append(term)
 
 
@@ -202,7 +203,7 @@ def code_map(
         size = len(label)
         first_named = [d for d in entry.defs.values() if named(d.name)]
         for d in [*first_named, *(d for d in entry.defs.values() if not named(d.name))]:
-            new_uses = [u for u in d.uses if new(u)]
+            new_uses = sorted((u for u in d.uses if new(u)), key=lambda u: not named(u))[:USES_PER_DEFINITION]
             if not new_uses and not any(new(t) for t in terms(d.name)):
                 continue
             item = _item(d, new_uses)
