@@ -122,6 +122,9 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
                 found.line = number if number is not None else found.line
                 entry.defs[listed] = found  # seen again: moved to the end (the newest view's order)
                 current, current_indent = found, indent
+                if is_class:  # its bases first: what the class is
+                    bases = sorted(terms(code[match.end() :]), key=code.find)
+                    found.uses[:0] = [b for b in bases if b not in found.uses]
             stack.append((indent, name, is_class))
             continue
         imported = _IMPORT.match(code) if not stack else None

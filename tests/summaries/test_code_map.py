@@ -57,7 +57,9 @@ def test_a_file_read_whole_gives_its_definitions_with_lines_methods_under_their_
 def test_numbered_views_ranges_and_grep_hits_give_the_files_own_line_numbers() -> None:
     view = "\n".join(f"{n:6d}\t{code}" for n, code in enumerate(HELPERS.splitlines()[4:10], start=105))
     sed = "\n".join(HELPERS.splitlines()[12:15])
-    grep = "django/db/migrations/state.py:379:    def add_local_node(self, node):\ndjango/db/models/related.py:88:class ForeignObjectRel:"
+    grep = (
+        "django/db/migrations/state.py:379:    def add_local_node(self, node):\ndjango/db/models/related.py:88:class ManyToOneRel(ForeignObjectRel):"
+    )
     messages = [
         _call(json.dumps({"command": "view", "path": "/repo/a.py"}), name="str_replace_editor", key="command", call_id="v"),
         {"role": "tool", "tool_call_id": "v", "content": f"Here's the result of running `cat -n` on /repo/a.py:\n{view}"},
@@ -69,8 +71,11 @@ def test_numbered_views_ranges_and_grep_hits_give_the_files_own_line_numbers() -
     messages[0]["tool_calls"][0]["function"]["arguments"] = json.dumps({"command": "view", "path": "/repo/a.py"})
     out = code_map(messages, 0, 800)
     lines = out.splitlines()
-    assert lines[0].startswith("django/db/") and lines[-1].startswith("/repo/a.py [1]:")  # the file seen last first
-    assert "add_local_node L379" in out and "ForeignObjectRel L88" in out
+    # files the agent named (by path in its reads, by a definition in its grep) first, the newest first; then a grep's
+    # hit in a file it never named
+    order = [line.split(" [")[0] for line in lines]
+    assert order == ["django/db/migrations/state.py", "/repo/b.py", "/repo/a.py", "django/db/models/related.py"]
+    assert "add_local_node L379" in out and "ManyToOneRel L88 (ForeignObjectRel)" in out  # a class with its bases
     assert "MatchResult.from_unmatched L108" in out
     assert "/repo/b.py [3]: curtail_string L202" in out
 
