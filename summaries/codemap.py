@@ -1,12 +1,13 @@
 """A map of the code the agent has seen in an archived stretch: per file, the definitions its outputs showed.
 
 In the spirit of Aider's repo map, but only from what this request's archived tool outputs held: for each file the
-agent read (``cat``, ``sed -n``, an editor's view, ``grep -n`` hits), the definitions they showed — classes, functions,
-methods as ``Class.method``, module-level names and class attributes — with the line numbers where the output gave
-them, and (``uses``) the names each definition's shown body used, one compact line per file, the file seen last first.
-A name is kept only where it is new to the request (what the summary, the head, the newest turns or the agent's kept
-lines already name costs nothing); the line stops at the budget. A pure function of the messages: the same bytes
-after a restart and on a replica."""
+agent saw (``cat``, ``sed -n``, an editor's view, ``grep -n`` hits, a traceback's frames), the definitions shown —
+classes with their bases, functions, methods as ``Class.method``, module-level names and class attributes, imports —
+with the line numbers where the output gave them, and the names each definition's shown body used (those the agent
+named first), one compact line per file: the files the agent looked at and named most first, then the newest. A name
+is kept only where it is new to the request (what the summary, the head, the newest turns or the agent's kept lines
+already hold costs nothing); the map stops at the budget. A pure function of the messages: the same bytes after a
+restart and on a replica."""
 
 from __future__ import annotations
 
@@ -158,8 +159,9 @@ def code_map(
     tools: Mapping[str, ToolSpec] = DEFAULT_TOOLS,
 ) -> str:
     """The map of the code ``messages`` (client positions from ``first``) showed, within ``budget_tokens``: one line per
-    file, ``path [n]: Name L12 (uses a, b.c), Class.method L40, CONSTANT``, the file seen last first (``[n]``: the
-    message that showed it last). A definition or a used name is listed only where it names something ``known`` (what
+    file, ``path [n]: Name L12 (a, b.c), Class.method L40, CONSTANT`` (``[n]``: the message that showed it last; in
+    brackets the names the body used), ranked by the outputs that showed the file plus the agent's messages and calls
+    in the stretch naming it or its definitions, then the newest; within a file the definitions the agent named first. A definition or a used name is listed only where it names something ``known`` (what
     the request holds anyway) and no line above names; a file none of whose names is new is left out. Empty when none
     fits."""
     if budget_tokens <= 0 or not messages:
