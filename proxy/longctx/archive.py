@@ -17,6 +17,7 @@ from proxy.longctx.chunks import Chunk
 from proxy.longctx.options import ArchiveOptions
 from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
 from redaction.redact import redact
+from summaries.codemap import code_map
 from summaries.extractive import text_of
 from summaries.recent import recent_work, said
 
@@ -107,6 +108,8 @@ class Plan:
     recent: int = 0
     """Tokens the block's verbatim messages of the agent may take: ``archive.recent_tokens``, none behind a crowded
     prefix (there the room after the newest turns is what keeps the next archive from coming at overflow)."""
+    map: int = 0
+    """Tokens the block's map of the code the agent saw may take: ``archive.map_tokens``, none behind a crowded prefix."""
 
 
 def plan(
@@ -143,7 +146,8 @@ def plan(
     head = sum(client_tokens[:h]) + raw_total - sum(view_tokens)
     crowded = head >= PREFIX_CROWDED * budget.usable / (ratio or 1.0)
     recent = 0 if crowded else options.recent_tokens
-    block_estimate = options.summary_tokens + recent + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
+    seen_map = 0 if crowded else options.map_tokens
+    block_estimate = options.summary_tokens + recent + seen_map + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
     target = options.target * budget.usable / (ratio or 1.0) - lead
     system_in = sorted(
         {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
@@ -170,7 +174,7 @@ def plan(
             break
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
-    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen], recent)
+    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen], recent, seen_map)
 
 
 PREFIX_CROWDED = 0.4
@@ -241,7 +245,7 @@ def archive(
     summary = summarize(h, end)
     carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
-    block = block_of(replace(options, recent_tokens=p.recent), client, number, h, end, summary, tool)
+    block = block_of(replace(options, recent_tokens=p.recent, map_tokens=p.map), client, number, h, end, summary, tool)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -309,15 +313,20 @@ RECENT_FLOOR = 6000
 RECENT_FLOOR tokens: none at 8k (the window holds the task and the newest turns and little else: there they cost
 more than they bring), about 760 tokens at 16k, from 32k up ``archive.recent_tokens``."""
 
+MAP_SHARE = 0.1
+"""The map of the code the agent saw takes MAP_SHARE of the usable window past its first RECENT_FLOOR tokens, at most
+``archive.map_tokens``."""
+
 
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
     object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
     recent = min(options.recent_tokens, max(0, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
-    if tokens == options.summary_tokens and recent == options.recent_tokens:
+    seen_map = min(options.map_tokens, max(0, int(MAP_SHARE * (usable - RECENT_FLOOR))))
+    if tokens == options.summary_tokens and recent == options.recent_tokens and seen_map == options.map_tokens:
         return options
-    return replace(options, summary_tokens=tokens, recent_tokens=recent)
+    return replace(options, summary_tokens=tokens, recent_tokens=recent, map_tokens=seen_map)
 
 
 def block_of(
@@ -330,7 +339,8 @@ def block_of(
     # redacted like the summary: the block is a decision, kept in the store (and a secret the agent once typed has no
     # business in every later request)
     recent = redact(recent_work(client[head : end + 1], head, options.recent_tokens, known)) if options.recent_tokens else ""
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent)
+    seen = redact(code_map(client[head : end + 1], head, options.map_tokens, known + "\n" + recent)) if options.map_tokens else ""
+    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent, seen)
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

@@ -33,9 +33,11 @@ def archive_block(
     chinese: bool,
     tool: str | None = None,
     recent: str = "",
+    code: str = "",
 ) -> str:
     """The block appended to the system prompt: never silent about what was archived, and how to get it back.
-    ``recent``: the agent's own newest archived messages, verbatim (``summaries.recent``), after the summary.
+    ``recent``: the agent's own newest archived messages, verbatim (``summaries.recent``), after the summary; ``code``:
+    the map of the code it saw there (``summaries.codemap``), after them.
     Nothing in it depends on the session's id, so a replayed conversation gets the same bytes."""
     shown = list(chunks)[-listed:] if listed else []
     older = len(chunks) - len(shown)
@@ -51,6 +53,7 @@ def archive_block(
             lines.append(f"你也可以直接调用 {tool}：id 填分块编号（{RECALL_PREFIX}c…）或 archive:{number}（本次存档的原始消息），或用 query 检索。")
         title, more = "已存档分块（S2）：", f"- 另有 {older} 个更早的分块（可检索）"
         recent_note = "你自己最近被存档的消息原文（[n] 为消息编号；只留下提到别处没有的名称的行）："
+        code_note = "你在被存档部分看过的代码（每个文件一行：[n] 为最后显示它的消息，L 为行号，括号里是其中用到的名称；只列别处没有的名称）："
     else:
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
@@ -68,9 +71,15 @@ def archive_block(
             )
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
         recent_note = "Your own newest archived messages, verbatim ([n]: the message's number; only the lines naming something kept nowhere else):"
+        code_note = (
+            "The code you saw in the archived part, one line per file ([n]: the message that showed it last; L: the line; "
+            "in brackets the names its body used; only names kept nowhere else):"
+        )
     lines += ["", "<summary>", summary.strip(), "</summary>"]
     if recent.strip():
         lines += ["", "<recent-work>", recent_note, recent.strip(), "</recent-work>"]
+    if code.strip():
+        lines += ["", "<code-map>", code_note, code.strip(), "</code-map>"]
     lines += ["", title]
     if older:
         lines.append(more)

@@ -34,14 +34,23 @@ class ArchiveOptions:
     not fit at all is archived at once)."""
     newest_turns: int = 4
     """The newest turns an archive keeps verbatim whenever they fit below the compact tier (the model's working memory)."""
-    summary_tokens: int = 600
-    """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens)."""
+    summary_tokens: int = 300
+    """Budget of the active summary (S1) the archive block carries (seed 002's s1TargetTokens is 600: half of it goes
+    to ``map_tokens``' code map instead, which keeps more of what the agent's next steps use for less; BENCHMARKS.md,
+    "Next-step evidence, third pass")."""
     recent_tokens: int = 2000
     """Budget of the agent's own newest archived messages the block keeps verbatim after the summary: their words
     and their calls' arguments, line by line, a line kept only where it names something (an identifier, a path) that
     no newer kept line, the summary, the task or the newest turns name. The scripts and commands its next steps
     reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
     (none at 8k). 0: none."""
+    map_tokens: int = 1000
+    """Budget of the map of the code the agent saw in the archived stretch (``summaries.codemap``, ``<code-map>``):
+    per file its outputs showed (a read, an editor's view, ``grep -n`` hits, a traceback's frames), the definitions
+    they held (classes, functions, ``Class.method``, module-level names, imports) with their line numbers and the
+    names each shown body used, one line per file, the files the agent looked at and named most first, a name listed
+    only where the request names it nowhere else. Counted in what the archive restarts at, like ``recent_tokens``;
+    scaled down below 32k (about 760 at 16k, none at 8k). 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
@@ -67,8 +76,8 @@ class ArchiveOptions:
             raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
         if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:
             raise ValueError("summary_tokens, chunk_tokens and chunk_source_tokens must be at least 50")
-        if self.recent_tokens < 0:
-            raise ValueError(f"recent_tokens must be >= 0, got {self.recent_tokens}")
+        if self.recent_tokens < 0 or self.map_tokens < 0:
+            raise ValueError(f"recent_tokens and map_tokens must be >= 0, got {self.recent_tokens}, {self.map_tokens}")
         if self.chunks_listed < 0 or self.kept < 1 or self.newest_turns < 1:
             raise ValueError("chunks_listed must be >= 0, kept and newest_turns >= 1")
 

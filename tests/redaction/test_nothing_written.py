@@ -85,6 +85,7 @@ async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServ
     assert last[-1] == messages[-1] and last[1] == messages[1]  # the client's own unreplaced messages: as sent
     assert sum(b"[ruyi:" in body for _, body in sent) > 10 and any(b"[REDACTED:" in body for _, body in sent)
     assert recent == 0 or any(b"<recent-work>" in body for _, body in sent)
+    assert recent == 0 or any(b"<code-map>" in body for _, body in sent)  # and the map of the files it read (names, never values)
     running = leaks(data_dir)  # with the write-ahead log still open
     assert await proc.stop() == 0
     store = proc.store()

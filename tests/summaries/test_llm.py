@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
+from proxy.longctx.options import ArchiveOptions
 from summaries.llm import LLMSummarizer, Target
 from summaries.options import SummarizerOptions
 from summaries.prompt import SYSTEM
@@ -61,7 +62,7 @@ async def test_the_trace_is_quoted_data_and_an_injection_changes_nothing_but_the
     assert asked and resp.headers["X-Ruyi-Archived"] == "1"
     for request in asked:
         assert [m["role"] for m in request] == ["system", "user"]
-        assert request[0]["content"] == SYSTEM.format(headings="\n".join(f"## {h}" for h in SECTIONS_EN), budget=600)
+        assert request[0]["content"] == SYSTEM.format(headings="\n".join(f"## {h}" for h in SECTIONS_EN), budget=ArchiveOptions().summary_tokens)
         data = request[1]["content"]
         assert data.count("</trace>") == 1 and data.count("<trace>") == 1 and INJECTION not in request[0]["content"]
         inside = data[data.index("<trace>") : data.index("</trace>")]
