@@ -97,12 +97,12 @@ async def drive(stacks: dict[str, Stack], seconds: float, rate: float, turns: in
     return out
 
 
-async def main_async(trees: dict[str, Path], seconds: float, rate: float, turns: int) -> dict[str, dict[str, Any]]:
+async def main_async(trees: dict[str, Path], seconds: float, rate: float, turns: int, config: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     stacks: dict[str, Stack] = {}
     try:
         for name, root in trees.items():
             TREE["root"] = root
-            stacks[name] = start()
+            stacks[name] = start(config)
         return await drive(stacks, seconds, rate, turns)
     finally:
         for s in stacks.values():
@@ -114,10 +114,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--config", type=json.loads, default=None, help="Ruyi's configuration for every tree, as JSON")
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a source tree (repeatable; default: this one)")
     args = parser.parse_args()
     trees = {t.split("=", 1)[0]: Path(t.split("=", 1)[1]).resolve() for t in args.tree} or {"this": TREE["root"]}
-    print(json.dumps(asyncio.run(main_async(trees, args.seconds, args.rate, args.turns)), indent=1))
+    print(json.dumps(asyncio.run(main_async(trees, args.seconds, args.rate, args.turns, args.config)), indent=1))
 
 
 if __name__ == "__main__":
