@@ -97,7 +97,9 @@ async def drive(stacks: dict[str, Stack], seconds: float, rate: float, turns: in
     return out
 
 
-async def main_async(trees: dict[str, Path], seconds: float, rate: float, turns: int, config: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+async def main_async(
+    trees: dict[str, Path], seconds: float, rate: float, turns: int, config: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
     stacks: dict[str, Stack] = {}
     try:
         for name, root in trees.items():
