@@ -1,8 +1,10 @@
-"""The one bounded cache every room uses: past its size the least recently used entry goes, never the whole cache."""
+"""The one bounded cache every room uses: past its size the least recently used entry goes, never the whole cache.
+Its size is a count of entries, and, where entries differ in size, optionally a count of bytes too."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -11,6 +13,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
 
+_MISSING: Any = object()
+
 
 class LRU(OrderedDict[K, V]):
     """At most ``max_entries`` entries, least recently used first: a write (``cache[key] = value``) or a hit of ``get``
@@ -18,13 +22,32 @@ class LRU(OrderedDict[K, V]):
     recently used, one at a time, each handed to ``evicted`` when given (what else must forget it). Read only with
     ``peek`` and it is a first-in first-out cache.
 
-    Worker threads may share one without a lock, as they share an ``OrderedDict``: each step is one of its own
-    operations, and an entry another thread dropped meanwhile is a miss, not an error."""
+    With ``max_bytes``, ``size(key, value)`` says what an entry holds in bytes (it must give the same figure for the
+    same entry each time: a pure function of both); ``held_bytes`` is their sum, and a write past ``max_bytes`` drops
+    the least recently used too, but never the entry just written (one entry larger than the bound stays, alone).
 
-    def __init__(self, max_entries: int, evicted: Callable[[K, V], Any] | None = None) -> None:
+    Worker threads may share one without a lock, as they share an ``OrderedDict``: each step is one of its own
+    operations, and an entry another thread dropped meanwhile is a miss, not an error. A cache bounded in bytes
+    changes its entries and its count under a lock of its own, so the count never drifts."""
+
+    def __init__(
+        self,
+        max_entries: int,
+        evicted: Callable[[K, V], Any] | None = None,
+        *,
+        max_bytes: int | None = None,
+        size: Callable[[K, V], int] | None = None,
+    ) -> None:
         super().__init__()
+        if (max_bytes is None) != (size is None):
+            raise ValueError("max_bytes and size go together")
         self.max_entries = max_entries
         self.evicted = evicted
+        self.max_bytes = max_bytes
+        self.size = size
+        self.held_bytes = 0
+        """The sum of ``size`` over the entries (0 without a bound in bytes)."""
+        self._lock = threading.RLock() if size is not None else None
 
     @overload
     def get(self, key: K, default: None = None, /) -> V | None: ...
@@ -55,6 +78,9 @@ class LRU(OrderedDict[K, V]):
         return OrderedDict.get(self, key, default)
 
     def __setitem__(self, key: K, value: V) -> None:
+        if self._lock is not None:
+            self._set_sized(key, value)
+            return
         super().__setitem__(key, value)
         with contextlib.suppress(KeyError):
             self.move_to_end(key)
@@ -65,3 +91,73 @@ class LRU(OrderedDict[K, V]):
                 break
             if self.evicted is not None:
                 self.evicted(old, gone)
+
+    def _set_sized(self, key: K, value: V) -> None:
+        size, limit, lock = self.size, self.max_bytes, self._lock
+        assert size is not None and limit is not None and lock is not None
+        gone: list[tuple[K, V]] = []
+        with lock:
+            old = OrderedDict.get(self, key, _MISSING)
+            if old is not _MISSING:
+                self.held_bytes -= size(key, old)
+            OrderedDict.__setitem__(self, key, value)
+            self.move_to_end(key)
+            self.held_bytes += size(key, value)
+            while len(self) > self.max_entries or (self.held_bytes > limit and len(self) > 1):
+                k = next(iter(self))
+                v = OrderedDict.__getitem__(self, k)
+                OrderedDict.__delitem__(self, k)
+                self.held_bytes -= size(k, v)
+                gone.append((k, v))
+        if self.evicted is not None:  # outside the lock: what else forgets may read this cache
+            for k, v in gone:
+                self.evicted(k, v)
+
+    def __delitem__(self, key: K) -> None:
+        """Taken out by hand (not an eviction); ``pop`` and ``popitem`` of a subclass come here too."""
+        if self._lock is None:
+            OrderedDict.__delitem__(self, key)
+            return
+        assert self.size is not None
+        with self._lock:
+            value = OrderedDict.__getitem__(self, key)
+            OrderedDict.__delitem__(self, key)
+            self.held_bytes -= self.size(key, value)
+
+    @overload
+    def pop(self, key: K, /) -> V: ...
+    @overload
+    def pop(self, key: K, default: V, /) -> V: ...
+    @overload
+    def pop(self, key: K, default: T, /) -> V | T: ...
+
+    def pop(self, key: K, default: Any = _MISSING, /) -> Any:
+        if self._lock is None:
+            return OrderedDict.pop(self, key) if default is _MISSING else OrderedDict.pop(self, key, default)
+        with self._lock:
+            if key not in self:
+                if default is _MISSING:
+                    raise KeyError(key)
+                return default
+            value = OrderedDict.__getitem__(self, key)
+            self.__delitem__(key)
+            return value
+
+    def popitem(self, last: bool = True) -> tuple[K, V]:
+        if self._lock is None:
+            return OrderedDict.popitem(self, last)
+        with self._lock:
+            if not self:
+                raise KeyError("popitem(): dictionary is empty")
+            key = next(reversed(self)) if last else next(iter(self))
+            value = OrderedDict.__getitem__(self, key)
+            self.__delitem__(key)
+            return key, value
+
+    def clear(self) -> None:
+        if self._lock is None:
+            OrderedDict.clear(self)
+            return
+        with self._lock:
+            OrderedDict.clear(self)
+            self.held_bytes = 0

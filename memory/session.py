@@ -8,6 +8,12 @@ from typing import Any
 
 from memory.store.base import SessionRecord
 
+SESSION_BYTES = 1500
+"""What a session kept in memory holds besides its links (its record, dicts, the registry's entries), roughly."""
+LINK_BYTES = 150
+"""What one message of a kept session holds: its link's hex string, its entry in the agent's index, its tuple slot
+(tracemalloc: 119 bytes for the string and the index entry)."""
+
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -16,12 +22,16 @@ class SessionOptions:
     max: int = 10_000
     """Most sessions kept in memory, across all agents; the least recently used is dropped first
     (and read back from the store when it is needed again)."""
+    max_mb: int = 64
+    """Most memory the sessions kept hold, in MiB, counted as ``SESSION_BYTES`` each and ``LINK_BYTES`` per message
+    of each (its chain link in the agent's index): past it the least recently used are dropped first too, never the
+    session of the request at hand (10,000 sessions of 200 messages would hold about 300 MB)."""
     ttl_days: float = 14.0
     """Sessions (and their refs) unseen for this long are removed, by a daily sweep and ``ruyi store vacuum``."""
 
     def check(self) -> None:
-        if self.max < 1 or self.ttl_days <= 0:
-            raise ValueError("max must be at least 1 and ttl_days positive")
+        if self.max < 1 or self.max_mb < 1 or self.ttl_days <= 0:
+            raise ValueError("max and max_mb must be at least 1 and ttl_days positive")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from memory.chain_index import AgentSessions, NeedsStore, find_session, needs_st
 from memory.decisions import merge
 from memory.identity import AGENT_HEADER, SESSION_HEADER, agent_id_for, session_header  # noqa: F401 - re-exported
 from memory.lru import LRU
-from memory.session import How, Resolution, Session, SessionOptions
+from memory.session import LINK_BYTES, SESSION_BYTES, How, Resolution, Session, SessionOptions
 from memory.store.base import Background, Report, Store, StoredSession, Usage
 from memory.unsaved import Unsaved, ref_ids
 from memory.write_through import WriteThrough
@@ -52,7 +52,9 @@ class SessionRegistry(WriteThrough):
         self._soon = soon
         """Asks the background writer to `flush` soon (see `settle`); None: `settle` writes at once."""
         self._agents: dict[str, AgentSessions] = {}
-        self._lru: LRU[tuple[str, str], None] = LRU(self.options.max, evicted=lambda key, _: self._evict(*key))
+        self._lru: LRU[tuple[str, str], int] = LRU(  # a session's key → its links held
+            self.options.max, evicted=lambda key, _: self._evict(*key), max_bytes=self.options.max_mb << 20, size=_held_bytes
+        )
         self._unsaved = Unsaved()
         self.reports_max = reports_max  # reports kept per session (in memory, and read back from the store by `reports`)
         self.unsaved_max = unsaved_max  # entries kept unsaved while the store keeps failing (past it the oldest are dropped)
@@ -312,7 +314,8 @@ class SessionRegistry(WriteThrough):
         return session
 
     def _remember(self, agent_id: str, session_id: str) -> None:
-        self._lru[(agent_id, session_id)] = None  # past sessions.max the least recently used is evicted
+        links = len(self._agents[agent_id].sessions[session_id].links)
+        self._lru[(agent_id, session_id)] = links  # past sessions.max or max_mb the least recently used is evicted
 
     def _advance(self, session: Session, chain: MessageChain, how: How, shared: int) -> Resolution:
         agent_id, sid = session.agent_id, session.session_id
@@ -337,7 +340,7 @@ class SessionRegistry(WriteThrough):
         session.last_seen = self._clock()
         if keep:
             self._unsaved.chain(session, known, before)
-        self._lru[(agent_id, sid)] = None
+        self._lru[(agent_id, sid)] = len(chain.links)
         return Resolution(session, how, shared, len(chain.links) - shared)
 
     def _evict(self, agent_id: str, session_id: str) -> None:
@@ -353,6 +356,10 @@ class SessionRegistry(WriteThrough):
         if not agent.sessions:
             del self._agents[agent_id]
         log.debug("session_evicted", agent_id=agent_id, session_id=session_id)
+
+
+def _held_bytes(_key: tuple[str, str], links: int) -> int:
+    return SESSION_BYTES + LINK_BYTES * links
 
 
 def _restored(stored: StoredSession) -> Session:

@@ -25,7 +25,7 @@ class WriteThrough:
     write_failures: int
     _unsaved: Unsaved
     _soon: Callable[[], None] | None
-    _lru: LRU[tuple[str, str], None]
+    _lru: LRU[tuple[str, str], int]
 
     if TYPE_CHECKING:
 

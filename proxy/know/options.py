@@ -12,10 +12,11 @@ class TokenOptions:
     """How tokens are counted."""
 
     cache_max: int = 200_000
-    """Most per-message counts kept (LRU); ≈100 bytes each. A long session needs one per message."""
+    """Most per-message counts kept (LRU); ≈190 bytes each. A long session needs one per message. Counts of plain texts
+    (tool outputs, placeholders) are kept as many, at most 65,536 (≈245 bytes each)."""
     prefix_max: int = 1024
     """Most per-request count lists kept, by the request's last chain link: a request extending one of
-    them looks up only its new messages."""
+    them looks up only its new messages. They hold 4 bytes a message, 8 MiB at most in all."""
     image_tokens: int = 765
     """Tokens charged per image (an image part, or one of an Ollama message's ``images``) of a model that
     ``image_tokens_by_model`` does not list (OpenAI's price of a 1024×1024 image at high detail: 85 + 4 × 170)."""

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -36,6 +37,15 @@ _CACHE_FILES = {  # tiktoken's cache name = sha1 of the BPE file's URL
     "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
 }
 TEXTS_KEPT = 65536  # counts of plain texts remembered per encoding, keyed by hash and length (texts are not held)
+COUNT_BYTES = 190, 245
+"""What one remembered count holds, a message's and a text's (tracemalloc: its key, its int and the cache's entry: 187
+and 243 bytes): every entry the same size, so their bounds in entries are bounds in bytes (200,000 messages ≈ 38 MB,
+65,536 texts ≈ 16 MB)."""
+PREFIX_ENTRY_BYTES = 200
+"""What one remembered request's count list holds besides its counts (the last link's hex key, the array, the entry)."""
+PREFIX_BYTES = 8 << 20
+"""The request count lists kept, in bytes (4 a message): past it the oldest go, whatever ``prefix_max`` allows (1,024
+requests of 2,000 messages would hold 8 MiB; as tuples of ints they held 42 bytes a message)."""
 _TAGS = {"cl100k_base": b"c", "o200k_base": b"o"}  # appended to a digest to key its count
 _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|codex|o\d)")
 
@@ -172,8 +182,8 @@ class TokenCounter:
         self.options = options or TokenOptions()
         self._cache: LRU[bytes, int] = LRU(self.options.cache_max)
         """Count by tagged digest (digest + encoding tag, + image cost when not the default), least recently used first."""
-        self._prefixes: dict[bytes, LRU[str, tuple[int, ...]]] = {}
-        """Per tag (encoding and image cost): a request's last chain link → its per-message counts."""
+        self._prefixes: dict[bytes, LRU[str, array[int]]] = {}
+        """Per tag (encoding and image cost): a request's last chain link → its per-message counts (4 bytes each)."""
         self._recent_tools: list[tuple[Sequence[Any], str, int]] = []
         """Recent tools lists with their encoding and count (compared in C before any hashing)."""
         self._texts: dict[str, LRU[tuple[int, int], int]] = {}
@@ -199,7 +209,8 @@ class TokenCounter:
 
     def _text_counter(self, name: str) -> Callable[[str], int]:
         count_tokens = counter(name)
-        cache = self._texts.setdefault(name, LRU(TEXTS_KEPT))  # first in, first out: read with peek
+        # first in, first out (read with peek); never more texts than messages
+        cache = self._texts.setdefault(name, LRU(min(TEXTS_KEPT, self.options.cache_max)))
 
         def count(text: str) -> int:
             key = (hash(text), len(text))  # never the text itself: the cache must not hold conversations
@@ -272,9 +283,11 @@ class TokenCounter:
         tag = _TAGS[name]
         if per_image != self.options.image_tokens:  # counts of messages with images differ by model family
             tag += per_image.to_bytes(4, "little")
-        prefixes = self._prefixes.setdefault(tag, LRU(self.options.prefix_max))  # first in, first out: read with peek
+        prefixes = self._prefixes.get(tag)
+        if prefixes is None:  # first in, first out: read with peek
+            prefixes = self._prefixes[tag] = LRU(self.options.prefix_max, max_bytes=PREFIX_BYTES, size=_prefix_bytes)
         links = chain.links
-        known: tuple[int, ...] = ()
+        known: array[int] | tuple[()] = ()
         for i in range(len(links) - 1, -1, -1):  # the previous request usually ends a few messages back
             found = prefixes.peek(links[i])
             if found is not None:
@@ -291,7 +304,11 @@ class TokenCounter:
             per_message.append(n)
         counts = tuple(per_message)
         if links and links[-1] not in prefixes:  # present: it is `known` (the same request again), left in its place
-            prefixes[links[-1]] = counts
+            prefixes[links[-1]] = array("I", counts)
         tools_n = self.count_tools(model, tools)
         total = sum(counts) + tools_n + (REPLY_PRIMING if counts else 0)
         return PromptTokens(total, counts, tools_n, counted)
+
+
+def _prefix_bytes(_link: str, counts: array[int]) -> int:
+    return PREFIX_ENTRY_BYTES + counts.itemsize * len(counts)

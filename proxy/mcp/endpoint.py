@@ -8,9 +8,9 @@ written to the audit file (``audit.path``) when there is one."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
@@ -24,7 +24,6 @@ log = structlog.get_logger(__name__)
 SERVER_NAME = "ruyi"
 """So Claude Code shows the tools as ``mcp__ruyi__recall`` and the like."""
 AGENT_STATE = "ruyi_agent"
-MANAGER = web.AppKey("mcp_manager", object)
 
 
 def _server(app: web.Application) -> Any:
@@ -121,7 +120,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
                 await out.write_eof()
 
     try:
-        await request.app[MANAGER].handle_request(scope, receive, send)  # type: ignore[attr-defined]
+        manager = await request.app[SDK].manager(request.app)
+        await manager.handle_request(scope, receive, send)
     finally:
         finished.set()
     if out is None:
@@ -129,29 +129,58 @@ async def handle(request: web.Request) -> web.StreamResponse:
     return out
 
 
-async def _lifetime(app: web.Application) -> AsyncIterator[None]:
-    """The SDK's session manager runs in a task of its own for the app's life (its task group must begin and end in
-    one task; aiohttp's start-up and clean-up are two)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+class LazySDK:
+    """The SDK's session manager, made on the first ``/mcp`` request, not at start-up: importing the SDK (pydantic,
+    starlette, httpx, jsonschema: about 17 MB) made a Ruyi that never serves ``/mcp`` start 17 MB larger and its
+    memory rise about 2 MB a minute under traffic that never touched it (the soak; the mechanism was not found, the
+    import alone did it: RELIABILITY.md, "Memory flat and disk per request"). The import runs in a worker thread
+    (about a second, never on the event loop); the manager runs in a task of its own until the app's clean-up (its task
+    group must begin and end in one task; aiohttp's start-up and clean-up are two)."""
 
-    manager = StreamableHTTPSessionManager(_server(app), json_response=True, stateless=True)
-    app[MANAGER] = manager
-    ready, stop = asyncio.Event(), asyncio.Event()
+    def __init__(self) -> None:
+        self._manager: Any = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
-    async def keep() -> None:
-        async with manager.run():
-            ready.set()
-            await stop.wait()
+    async def manager(self, app: web.Application) -> Any:
+        if self._manager is not None:
+            return self._manager
+        async with self._lock:
+            if self._manager is None:
+                await asyncio.to_thread(importlib.import_module, "mcp.server.streamable_http_manager")
+                await asyncio.to_thread(importlib.import_module, "mcp.server.lowlevel")
+                from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    task = asyncio.create_task(keep(), name="ruyi-mcp")
-    await ready.wait()
-    yield
-    stop.set()
-    await task
+                manager = StreamableHTTPSessionManager(_server(app), json_response=True, stateless=True)
+                ready = asyncio.Event()
+
+                async def keep() -> None:
+                    async with manager.run():
+                        ready.set()
+                        await self._stop.wait()
+
+                self._task = task = asyncio.create_task(keep(), name="ruyi-mcp")
+                waiting = asyncio.ensure_future(ready.wait())
+                await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+                if not ready.is_set():
+                    waiting.cancel()
+                    task.result()  # what made the manager fail to start
+                self._manager = manager
+        return self._manager
+
+    async def close(self, _app: web.Application) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+
+SDK = web.AppKey("mcp_sdk", LazySDK)
 
 
 def add_routes(app: web.Application) -> None:
     app[appkeys.MCP_CALLS] = Counter()
-    app.cleanup_ctx.append(_lifetime)
+    app[SDK] = lazy = LazySDK()
+    app.on_cleanup.append(lazy.close)
     for method in ("POST", "GET", "DELETE"):
         app.router.add_route(method, "/mcp", handle)

@@ -213,3 +213,33 @@ def test_a_long_text_is_counted_without_holding_its_tokens() -> None:
         tracemalloc.stop()
     assert n == expected
     assert peak < len(text)  # the whole list was about ten times the text; one piece's is a small part of it
+
+
+def test_the_counts_kept_stay_under_their_bound_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, memory flat: what the counter keeps is bounded in bytes whatever it is fed. Many distinct conversations
+    (long, with large texts) leave at most ``cache_max`` counts of messages and of texts (fixed sizes, no text held) and
+    ``PREFIX_BYTES`` of request count lists (4 bytes a message; as tuples of ints they took about 42)."""
+    import gc
+    import tracemalloc
+
+    from proxy.know import tokens
+
+    monkeypatch.setattr(tokens, "PREFIX_BYTES", 256 << 10)
+    counter = TokenCounter(TokenOptions(cache_max=2_000, prefix_max=1_024))
+    bound = 2_000 * sum(tokens.COUNT_BYTES) + (256 << 10) + (64 << 10)  # + one newest entry and the dicts themselves
+    fed = 0
+    counter.count("gpt-4o", [{"role": "user", "content": "warm"}])  # the encoding loaded before tracing
+    tracemalloc.start()
+    try:
+        for task in range(150):  # 150 distinct conversations of 400 messages: 60,000 counted, 150 count lists
+            messages = [{"role": "user", "content": f"task {task} step {i}: " + "word " * 20} for i in range(400)]
+            messages[7]["content"] += f"{task} " + "x y z " * 20_000  # a large distinct text in each
+            fed += sum(len(m["content"]) for m in messages)
+            counter.count("gpt-4o", messages)
+        del messages
+        gc.collect()
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert fed > 20 * bound  # what it was fed is far larger than what it may keep
+    assert kept < bound, f"{kept:,} bytes kept, bound {bound:,}"

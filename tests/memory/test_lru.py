@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from memory.lru import LRU
 
 
@@ -61,3 +63,47 @@ def test_threads_share_one_without_a_lock() -> None:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and errors == []
     assert len(cache) <= 64 and all(cache.peek(k) == k for k in cache)
+
+
+def test_a_bound_in_bytes_drops_the_oldest_and_counts_what_leaves() -> None:
+    gone: list[str] = []
+    cache: LRU[str, str] = LRU(100, lambda key, _: gone.append(key), max_bytes=10, size=lambda _, value: len(value))
+    cache["a"], cache["b"] = "xxx", "yyyy"
+    assert cache.held_bytes == 7
+    cache["c"] = "zzzz"  # 11 bytes: the oldest goes
+    assert list(cache) == ["b", "c"] and gone == ["a"] and cache.held_bytes == 8
+    cache["b"] = "y"  # rewritten: its old size leaves with it
+    assert cache.held_bytes == 5
+    assert cache.pop("b") == "y" and cache.pop("missing", None) is None and cache.held_bytes == 4
+    cache["d"] = "q"
+    assert cache.popitem(last=False) == ("c", "zzzz") and cache.held_bytes == 1
+    del cache["d"]
+    assert cache.held_bytes == 0 and not cache
+    cache["small"], cache["huge"] = "s", "h" * 50  # alone past the bound: the entry just written stays
+    assert list(cache) == ["huge"] and cache.held_bytes == 50
+    cache.clear()
+    assert cache.held_bytes == 0
+    with pytest.raises(ValueError):
+        LRU(1, max_bytes=10)  # a bound in bytes needs a size
+
+
+def test_threads_leave_the_byte_count_exact() -> None:
+    cache: LRU[int, bytes] = LRU(10_000, max_bytes=4_000, size=lambda _, value: len(value))
+    start = threading.Barrier(4)
+
+    def work(seed: int) -> None:
+        start.wait()
+        for i in range(20_000):
+            key = (i * 7 + seed) % 300
+            if i % 5 == 0:
+                cache.pop(key, None)
+            else:
+                cache[key] = b"x" * (key % 37)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert cache.held_bytes == sum(len(v) for v in cache.values()) <= 4_000

@@ -256,3 +256,22 @@ def test_memory_only_resolution_knows_when_the_store_could_know_more(make_store:
         registry.resolve("a", chain_of([{"role": "user", "content": f"other {i}"}]))
     with pytest.raises(NeedsStore):
         registry.resolve("a", chain_of([*more, {"role": "assistant", "content": "done"}]), stored=False)
+
+
+def test_sessions_kept_in_memory_are_bounded_in_bytes_and_read_back(make_store: MakeStore) -> None:
+    """sessions.max_mb: long sessions are dropped from memory by what their links hold, not only by their number,
+    never the one being resolved; a dropped session continues from the store as before."""
+    from memory.session import LINK_BYTES, SESSION_BYTES
+
+    registry = SessionRegistry(SessionOptions(max=10_000, max_mb=1), store=make_store())
+    long = [[{"role": "user", "content": f"task {t} step {i}"} for i in range(3_000)] for t in range(5)]
+    first = registry.resolve("a", chain_of(long[0])).session
+    for messages in long[1:]:
+        registry.resolve("a", chain_of(messages))
+    each = SESSION_BYTES + LINK_BYTES * 3_000
+    assert len(registry) == (1 << 20) // each == 2  # 5 sessions of 3,000 messages: two fit in 1 MiB
+    alone = SessionRegistry(SessionOptions(max_mb=1), store=make_store())
+    huge = alone.resolve("a", chain_of([{"role": "user", "content": f"m{i}"} for i in range(10_000)]))
+    assert len(alone) == 1 and huge.session.links  # larger than the bound alone: kept, as the request's own
+    again = registry.resolve("a", chain_of([*long[0], {"role": "assistant", "content": "done"}]))
+    assert (again.how, again.session.session_id, again.shared) == (How.CONTINUED, first.session_id, 3_000)
