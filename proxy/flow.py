@@ -67,10 +67,13 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
         if isinstance(out, web.Response) and not out.prepared and not app[appkeys.MEASURER].shared:
             try:  # a whole answer goes now, its work after: the agent's next request waits for that work (settling)
                 await send_now(request, out, ctx, unsettled)
-            except asyncio.CancelledError:  # the shutdown's deadline: the work is done all the same
-                shutdown.keep(after_answer(request, ctx, pending))
-                raise
-        await shutdown.finish(after_answer(request, ctx, pending))  # a client that closes now cancels the wait, never the work
+            finally:
+                work = shutdown.keep(after_answer(request, ctx, pending))
+                if ctx.unsettled is not None:
+                    work.add_done_callback(lambda _: unsettled.settle(ctx.agent_id, ctx.unsettled))  # type: ignore[arg-type]
+            await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
+        else:
+            await shutdown.finish(after_answer(request, ctx, pending))  # a client that closes now cancels the wait, never the work
     return out
 
 

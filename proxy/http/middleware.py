@@ -65,8 +65,8 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
         resp = error_response(ctx.wire, 500, "internal_error", "Ruyi failed on this request; see its log", ctx.response_headers)
     finally:
         _access(request, ctx, status, resp)
-        if ctx.unsettled is not None:  # an answer sent before its work: the agent's next request may go on now
-            request.app[appkeys.UNSETTLED].done(ctx.agent_id, ctx.unsettled)
+        if ctx.unsettled is not None:  # an answer sent before its work: its access event is recorded
+            request.app[appkeys.UNSETTLED].settle(ctx.agent_id, ctx.unsettled)
     if not resp.prepared:
         answer_headers(resp, ctx)
     return resp

@@ -30,26 +30,36 @@ READERS = ("/ruyi/", "/metrics", "/mcp")
 
 
 class Unsettled:
-    """The answers sent whose after-answer work is not done yet, per agent."""
+    """The answers sent whose after-answer work is not done yet, per agent. An answer is settled by two calls of
+    ``settle``: once its work is done (the handler's task, which a client closing its connection cancels, never the
+    work) and once the middleware has recorded its access event."""
 
     def __init__(self) -> None:
         self._open: dict[str, set[asyncio.Future[None]]] = {}
+        self._left: dict[asyncio.Future[None], int] = {}
+        self.waited = 0
+        """Requests that found an answer of their agent (or, reading Ruyi's API, any answer) unsettled and waited."""
         self.overdue = 0
         """Waits given up after ``SETTLE_WAIT_S`` (the request went on without what the answer taught)."""
 
     def begin(self, agent_id: str) -> asyncio.Future[None]:
-        """An answer of ``agent_id`` is about to be sent before its work: settled by ``done``."""
+        """An answer of ``agent_id`` is about to be sent before its work: settled by two calls of ``settle``."""
         settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._open.setdefault(agent_id, set()).add(settled)
+        self._left[settled] = 2
         return settled
 
-    def done(self, agent_id: str, settled: asyncio.Future[None]) -> None:
+    def settle(self, agent_id: str, settled: asyncio.Future[None]) -> None:
+        left = self._left.pop(settled, 1) - 1
+        if left > 0:
+            self._left[settled] = left
+            return
         if not settled.done():
             settled.set_result(None)
-        left = self._open.get(agent_id)
-        if left is not None:
-            left.discard(settled)
-            if not left:
+        answers = self._open.get(agent_id)
+        if answers is not None:
+            answers.discard(settled)
+            if not answers:
                 del self._open[agent_id]
 
     def waiting_for(self, agent_id: str) -> bool:
@@ -66,6 +76,7 @@ class Unsettled:
             futures = list(self._open.get(agent_id, ()))
         if not futures:
             return True
+        self.waited += 1
         _, pending = await asyncio.wait(futures, timeout=within_s)
         if pending:
             self.overdue += 1
@@ -84,8 +95,8 @@ def answer_headers(resp: web.StreamResponse, ctx: RequestContext) -> None:
 
 
 async def send_now(request: web.Request, resp: web.StreamResponse, ctx: RequestContext, unsettled: Unsettled) -> None:
-    """Send a whole answer now, before its after-answer work; the agent's next request waits until the middleware
-    settles it (after the access event). A client gone meanwhile is no error: the work is done all the same."""
+    """Send a whole answer now, before its after-answer work; the agent's next request waits until it is settled (the
+    work done and the access event recorded). A client gone meanwhile is no error: the work is done all the same."""
     ctx.unsettled = unsettled.begin(ctx.agent_id)
     ctx.answering = True  # its status is on its way: a cancellation from here on never answers a second time
     answer_headers(resp, ctx)
