@@ -87,7 +87,7 @@ def main() -> None:
     rows = []
     for (path, line, fn), (_, calls, own, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
         where = path.split("/site-packages/")[-1].replace(str(args.root) + "/", "")
-        if any(part in where for part in PATH_PARTS) and "<module>" not in fn:
+        if any(part in where for part in PATH_PARTS) and calls >= n // 2:  # per request, not start-up
             rows.append((cum / n * 1000, own / n * 1000, calls, f"{where}:{line}({fn})"))
     print("| loop CPU ms per request, cumulative | own | calls | function |\n|---:|---:|---:|---|")
     for cum, own, calls, name in sorted(rows, reverse=True)[: args.top]:
