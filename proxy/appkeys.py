@@ -9,6 +9,7 @@ from aiohttp import web
 
 from config.schema import Config
 from proxy.http.pool import ConnectionSlots
+from proxy.http.settling import Unsettled
 from proxy.http.shutdown import Shutdown
 from proxy.keep.keeper import Keeper
 from proxy.know.measure import Measurer
@@ -23,6 +24,8 @@ PIPELINE = web.AppKey("pipeline", Pipeline)
 MEASURER = web.AppKey("measurer", Measurer)
 SLOTS = web.AppKey("slots", ConnectionSlots)
 SHUTDOWN = web.AppKey("shutdown", Shutdown)
+UNSETTLED = web.AppKey("unsettled", Unsettled)
+"""Whole answers sent before their after-answer work, per agent (proxy/http/settling.py)."""
 KEEPER = web.AppKey("keeper", Keeper)
 LONGCTX = web.AppKey("longctx", LongCtx)
 METRICS = web.AppKey("metrics", RequestMetrics)

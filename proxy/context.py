@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,6 +41,9 @@ class RequestContext:
     stream: bool = False
     answering: bool = False
     """Whether the answer's status and headers are sent (its body may still be streaming)."""
+    unsettled: asyncio.Future[None] | None = None
+    """A whole answer sent before its after-answer work: settled once that work and the access event are done
+    (``proxy.http.settling``); the agent's next request waits for it."""
     upstream_latency_ms: float | None = None
     status: int | None = None
     """The answer's HTTP status, once relayed (what the audit record says)."""

@@ -18,6 +18,7 @@ from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
 from proxy.http.request_body import read_json_body
+from proxy.http.settling import send_now
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
 from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
@@ -42,6 +43,9 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
     keeper = ctx.keeper = app[appkeys.KEEPER]
     ctx.parent_id = request.headers.get("X-Ruyi-Parent")  # a sub-agent that names its parent session
     ctx.task = request.headers.get("X-Ruyi-Task")  # the task instruction of the full layout
+    unsettled = app[appkeys.UNSETTLED]
+    if unsettled.waiting_for(ctx.agent_id):  # the agent's last answer was sent before its work: this request sees that work
+        await unsettled.wait(ctx.agent_id)
     with keeper.activity.busy(ctx.agent_id):  # the agent is not idle (its notebook is not compacted) while this runs
         if fresh_conversation(body, request.headers):  # maybe a sub-agent's first request: its parent's task call is known first
             await keeper.settle_agent(ctx.agent_id)
@@ -59,7 +63,17 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
             shutdown.keep(after_answer(request, ctx, remembering(request, ctx)))  # recorded all the same: what was received, and how it ended
             raise
         ctx.status = out.status
-        await shutdown.finish(after_answer(request, ctx, remembering(request, ctx)))  # a client that closes now cancels the wait, never the work
+        pending = remembering(request, ctx)
+        if isinstance(out, web.Response) and not out.prepared and not app[appkeys.MEASURER].shared:
+            try:  # a whole answer goes now, its work after: the agent's next request waits for that work (settling)
+                await send_now(request, out, ctx, unsettled)
+            finally:
+                work = shutdown.keep(after_answer(request, ctx, pending))
+                if ctx.unsettled is not None:
+                    work.add_done_callback(lambda _: unsettled.settle(ctx.agent_id, ctx.unsettled))  # type: ignore[arg-type]
+            await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
+        else:
+            await shutdown.finish(after_answer(request, ctx, pending))  # a client that closes now cancels the wait, never the work
     return out
 
 

@@ -15,7 +15,7 @@ import contextvars
 import functools
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -89,6 +89,19 @@ STALL_POLL_S = 0.1
 """How often a wait for a worker thread looks whether the store is stuck (and how long it waits once it is)."""
 
 
+def _settle(waiting: asyncio.Future[Any], done: Future[Any]) -> None:
+    """On the loop: a worker thread's call has returned; its result (or exception) ends the wait, unless the wait
+    already ended (cancelled, or given up on a stuck store)."""
+    if waiting.done():
+        return
+    if done.cancelled():
+        waiting.cancel()
+    elif (exc := done.exception()) is not None:
+        waiting.set_exception(exc)
+    else:
+        waiting.set_result(done.result())
+
+
 def stuck_after(deadline_ms: int) -> float:
     """When a store lock held is a stuck store: 3× ``store.deadline_ms`` (every wait of SQLite's under a lock is bounded
     by it), at least 2 s (a busy machine)."""
@@ -124,21 +137,31 @@ class Offload:
         not returned, once the store is stuck (``stuck``) the wait ends with `StoreStalled` (``fn`` still runs, later);
         work that never touches the store says ``bounded=False``."""
         call = functools.partial(contextvars.copy_context().run, fn, *args)
-        future = asyncio.get_running_loop().run_in_executor(self._pool, call)
         if not bounded or self.stuck_s is None:
-            return await future
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        loop = asyncio.get_running_loop()
+        waiting: asyncio.Future[T] = loop.create_future()
+        work = self._pool.submit(call)
+        work.add_done_callback(lambda done: loop.call_soon_threadsafe(_settle, waiting, done))
+        watch = loop.call_later(STALL_POLL_S, self._watch, waiting, fn)  # one timer, re-armed: no wait per slice
         try:
-            while True:
-                done, _ = await asyncio.wait((future,), timeout=STALL_POLL_S)
-                if done:
-                    return future.result()
-                if self.stuck():
-                    self.stalled += 1
-                    log.warning("store_stalled_wait_given_up", fn=getattr(fn, "__name__", "call"), held_s=round(held_longest(), 1))
-                    raise StoreStalled()
+            return await waiting
         except asyncio.CancelledError:
-            future.cancel()  # not started yet: never started
+            work.cancel()  # not started yet: never started
             raise
+        finally:
+            watch.cancel()
+
+    def _watch(self, waiting: asyncio.Future[Any], fn: Callable[..., Any]) -> None:
+        """Every ``STALL_POLL_S`` while a bounded call runs: once the store is stuck, its wait ends with `StoreStalled`."""
+        if waiting.done():
+            return
+        if not self.stuck():
+            asyncio.get_running_loop().call_later(STALL_POLL_S, self._watch, waiting, fn)
+            return
+        self.stalled += 1
+        log.warning("store_stalled_wait_given_up", fn=getattr(fn, "__name__", "call"), held_s=round(held_longest(), 1))
+        waiting.set_exception(StoreStalled())
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

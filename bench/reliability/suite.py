@@ -8,6 +8,7 @@ the long run is the documented command, its figures in RELIABILITY.md:
     .venv/bin/python bench/reliability/suite.py --short                  # about a minute
     .venv/bin/python bench/reliability/suite.py                          # 500 and 1,000 streams, a 10-minute soak
     .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20
+    .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20 --upstream-ms 300   # a model's first byte
 """
 
 from __future__ import annotations
@@ -65,13 +66,14 @@ async def load(streams: int, settle_s: float = 45.0) -> dict[str, Any]:
         stop(stack.procs)
 
 
-async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50) -> dict[str, Any]:
+async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50, upstream_ms: float = 0.0) -> dict[str, Any]:
     """``rate`` requests a second for ``seconds`` from ``sessions`` agents, each growing its conversation by one
     exchange per request and starting a new task every ``turns`` requests (``turns=1``: every request a new
     conversation, its one message longer each time, as this soak sent before), through Ruyi; then the same
     schedule direct. Time to first byte, memory over time (its slope after the first third: warm-up), disk per
-    request."""
-    stack = start()
+    request. ``upstream_ms``: the fake upstream waits that long before each answer (a real model's first byte; 0: a
+    free upstream, the hard case for the ratio)."""
+    stack = start(fault="delay", delay=upstream_ms / 1000) if upstream_ms > 0 else start()
 
     def payload(n: int) -> dict[str, Any]:
         if turns == 1:
@@ -113,6 +115,7 @@ async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50)
             "seconds": seconds,
             "rate": rate,
             "turns": turns,
+            "upstream_ms": upstream_ms,
             "requests": len(statuses),
             "ok": statuses.count(200),
             "ttfb_p50_ms": round(p50, 1),
@@ -268,7 +271,7 @@ async def key_leaks(requests: int) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
     "load": lambda a: _loads(a.streams),
-    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns),
+    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns, upstream_ms=a.upstream_ms),
     "stalled_store": lambda a: stalled_store(a.stalled, a.held_s),
     "full_disk": lambda a: full_disk(a.full),
     "faults": lambda a: faults(a.faults),
@@ -292,6 +295,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="soak requests per second")
     parser.add_argument(
         "--turns", type=int, default=50, help="soak requests per conversation before an agent starts a new one (1: every request new)"
+    )
+    parser.add_argument(
+        "--upstream-ms", type=float, default=0.0, help="the soak's fake upstream waits this long before each answer (a real model's first byte)"
     )
     parser.add_argument("--stalled", type=int, default=64)
     parser.add_argument("--held-s", type=float, default=10.0)

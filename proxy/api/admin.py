@@ -151,6 +151,7 @@ async def stats(request: web.Request) -> web.Response:
     kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}
     stall = getattr(measurer.store, "stall", None)
     offload = measurer.offload
+    unsettled = request.app[appkeys.UNSETTLED]  # requests that waited for their agent's answer sent before its work
     longctx = request.app.get(appkeys.LONGCTX)
     # work after answers not finished yet: what a restart right now would not find (a test waits for none)
     in_flight = {
@@ -173,6 +174,7 @@ async def stats(request: web.Request) -> web.Response:
             "store_size": size,
             "upstream_pool": pool,
             "rewrites": dict(offload.where),
+            "settling": {"waited": unsettled.waited, "overdue": unsettled.overdue},
             "memory": kept,
         }
     )

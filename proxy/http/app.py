@@ -24,6 +24,7 @@ from proxy.http.count_tokens import count_tokens
 from proxy.http.middleware import request_middleware
 from proxy.http.passthrough import passthrough
 from proxy.http.pool import ConnectionSlots
+from proxy.http.settling import Unsettled
 from proxy.http.shutdown import Shutdown
 from proxy.http.upstream import make_session
 from proxy.keep.keeper import Keeper
@@ -44,6 +45,7 @@ def make_app(config: Config, steps: Sequence[PipelineStep] = (), probe_upstream:
     app[appkeys.CONFIG] = config
     app[appkeys.PIPELINE] = Pipeline(steps)
     app[appkeys.SHUTDOWN] = Shutdown(config.server.shutdown_grace_seconds)
+    app[appkeys.UNSETTLED] = Unsettled()
     app.on_shutdown.append(_begin_shutdown)
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_daily_sweep)

@@ -34,6 +34,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     app, ctx = request.app, request[CTX_KEY]
     caller = identify(request)
     ctx.agent_id = caller.agent_id or ctx.agent_id
+    await app[appkeys.UNSETTLED].wait(ctx.agent_id)  # counted with the calibration the agent's last answer taught
     raw, body = await read_json_body(request)
     ctx.model, ctx.route = route_of(body, app[appkeys.CONFIG])
     check_route(caller, ctx.route)

@@ -14,6 +14,7 @@ from proxy import appkeys
 from proxy.context import CTX_KEY, RequestContext
 from proxy.dialects.errors import ProxyError, error_response, wire_for_path
 from proxy.http.exposure import check_head_size
+from proxy.http.settling import READERS, answer_headers
 from proxy.http.shutdown import SHUTDOWN_MESSAGE
 from proxy.http.upstream import RUYI_REQUEST_ID, describe
 
@@ -33,6 +34,8 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
     shutdown = request.app[appkeys.SHUTDOWN]
     try:
         check_head_size(request, request.app[appkeys.CONFIG].limits.max_header_bytes)
+        if request.path.startswith(READERS):  # what it reads includes every answer already sent (settled)
+            await request.app[appkeys.UNSETTLED].wait()
         with shutdown.tracking():
             resp = await handler(request)
         status = resp.status
@@ -62,10 +65,10 @@ async def request_middleware(request: web.Request, handler: web.Handler) -> web.
         resp = error_response(ctx.wire, 500, "internal_error", "Ruyi failed on this request; see its log", ctx.response_headers)
     finally:
         _access(request, ctx, status, resp)
+        if ctx.unsettled is not None:  # an answer sent before its work: its access event is recorded
+            request.app[appkeys.UNSETTLED].settle(ctx.agent_id, ctx.unsettled)
     if not resp.prepared:
-        for name, value in ctx.response_headers.items():
-            resp.headers.setdefault(name, value)
-        resp.headers.setdefault("X-Request-Id", rid)  # an answer of Ruyi's own (or an upstream that sent none)
+        answer_headers(resp, ctx)
     return resp
 
 
