@@ -18,7 +18,7 @@ from proxy.dialects.responses import RESPONSES
 from proxy.http.auth import check_route, identify
 from proxy.http.relay import is_streamed, relay_stream, relay_whole
 from proxy.http.request_body import read_json_body
-from proxy.http.settling import send_now
+from proxy.http.settling import send_now, settled_by
 from proxy.http.upstream import forward_headers, read_all, relay_headers, send
 from proxy.rewrite.after_answer import observe_off_loop
 from proxy.rewrite.prepare import prepare
@@ -60,7 +60,12 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
                 out = await forward(request, dialect, raw, body, ctx, forwarded)  # send it, retry once after an overflow, relay
         except (asyncio.CancelledError, ConnectionResetError):  # the client went away (or the shutdown's deadline came)
             ctx.status = ended_status(ctx, shutdown.deadline_passed)
-            shutdown.keep(after_answer(request, ctx, remembering(request, ctx)))  # recorded all the same: what was received, and how it ended
+            # recorded all the same: what was received, and how it ended
+            settled_by(shutdown.keep(after_answer(request, ctx, remembering(request, ctx))), ctx, unsettled)
+            raise
+        except BaseException:
+            if ctx.unsettled is not None:  # a stream's last event went out, then this: no work will settle it
+                unsettled.settle(ctx.agent_id, ctx.unsettled)
             raise
         ctx.status = out.status
         pending = remembering(request, ctx)
@@ -69,11 +74,12 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
                 await send_now(request, out, ctx, unsettled)
             finally:
                 work = shutdown.keep(after_answer(request, ctx, pending))
-                if ctx.unsettled is not None:
-                    work.add_done_callback(lambda _: unsettled.settle(ctx.agent_id, ctx.unsettled))  # type: ignore[arg-type]
+                settled_by(work, ctx, unsettled)
             await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
-        else:
-            await shutdown.finish(after_answer(request, ctx, pending))  # a client that closes now cancels the wait, never the work
+        else:  # a stream (its last event already sent: the agent's next request waits for this work) or an answer of Ruyi's
+            work = shutdown.keep(after_answer(request, ctx, pending))
+            settled_by(work, ctx, unsettled)
+            await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
     return out
 
 

@@ -13,6 +13,7 @@ from proxy.context import RequestContext
 from proxy.dialects.base import Assembled
 from proxy.dialects.errors import Wire, stream_error_bytes
 from proxy.dialects.stream import LineRelay, assemble_body, assembler_for
+from proxy.http.settling import before_last_event
 from proxy.http.shutdown import SHUTDOWN_MESSAGE
 from proxy.http.upstream import describe, read_all, relay_headers
 
@@ -54,10 +55,14 @@ async def relay_stream(request: web.Request, resp: aiohttp.ClientResponse, ctx: 
         data = lines.feed(chunk)
         if data:
             asm.feed_lines(data)
+            if asm.result.done:  # the client may send again once it has this: that request waits for this answer's work
+                before_last_event(request, ctx)
             await out.write(data)  # raises if the client has gone: the caller closes the upstream
     tail = lines.flush()
     if tail:
         asm.feed_lines(tail)
+        if asm.result.done:
+            before_last_event(request, ctx)
         await out.write(tail)
     await out.write_eof()
     return out, asm.result

@@ -1,5 +1,6 @@
 """A whole answer is sent before its after-answer work (calibration, the answer's id, the audit record, the access
-event and metrics, about 2 ms of the loop's time), and the agent's next request waits until that work is done.
+event and metrics, about 2 ms of the loop's time), and the agent's next request waits until that work is done; so
+does the next request after a stream, whose work runs once its last event is written (the wait begins just before).
 
 Why the next request waits: it must see what the answer taught, exactly as if the work had run before the answer was
 sent (the calibration its tokens are counted with, the Responses id its ``previous_response_id`` names, the session's
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 import structlog
 from aiohttp import web
 
+from proxy import appkeys
 from proxy.context import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -105,3 +107,17 @@ async def send_now(request: web.Request, resp: web.StreamResponse, ctx: RequestC
         await resp.write_eof()
     except ConnectionResetError:  # as when aiohttp sent it after the handler: the answer is recorded as it came
         log.debug("client_disconnected", request_id=ctx.request_id, path=request.path)
+
+
+def before_last_event(request: web.Request, ctx: RequestContext) -> None:
+    """A stream's final event is about to be written: from here the client may send its next request before the work
+    after this answer (which runs once the stream ends) is done, so that request waits for it, as after a whole answer."""
+    if ctx.unsettled is None and not request.app[appkeys.MEASURER].shared:
+        ctx.unsettled = request.app[appkeys.UNSETTLED].begin(ctx.agent_id)
+
+
+def settled_by(work: asyncio.Future[object], ctx: RequestContext, unsettled: Unsettled) -> None:
+    """The answer is settled (for the work's part) once ``work`` ends, however it ends."""
+    if ctx.unsettled is not None:
+        answer = ctx.unsettled
+        work.add_done_callback(lambda _: unsettled.settle(ctx.agent_id, answer))

@@ -127,7 +127,7 @@ class HeldWork:
         self.fake.held.set()
         async with await asyncio.wait_for(asked, 10) as resp:
             assert resp.status == 200
-            got, headers_back = await resp.json(), dict(resp.headers)
+            got, headers_back = (await resp.read() if body.get("stream") else await resp.json()), dict(resp.headers)
         for _ in range(20):  # the handler's work is on its way to the worker thread's queue
             await asyncio.sleep(0.005)
         answered.set()
@@ -137,9 +137,11 @@ class HeldWork:
         return got, headers_back
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_request_sent_while_the_answers_work_is_held_up_sees_its_calibration(
-    make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
 ) -> None:
+    """A stream's work runs once its last event is sent: the next request waits for it as after a whole answer."""
     fake.prompt_scale = 1.7
     url = "/v1/chat/completions"
 
@@ -147,7 +149,7 @@ async def test_a_request_sent_while_the_answers_work_is_held_up_sees_its_calibra
         out = []
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
             for step in range(3):
-                body = {"model": "gpt-4o", "stream": False, "messages": conversation(step)}
+                body = {"model": "gpt-4o", "stream": stream, "messages": conversation(step)}
                 if held and step == 1:
                     _, headers = await HeldWork(proxy, fake).post(http, base_url(proxy) + url, body, {"X-Ruyi-Agent": "held"})
                 else:
