@@ -1,4 +1,5 @@
 """The one bounded cache every room uses: past its size the least recently used entry goes, never the whole cache.
+
 Its size is a count of entries, and, where entries differ in size, optionally a count of bytes too."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A whole answer is sent before its after-answer work (calibration, the answer's id, the audit record, the access
-event and metrics, about 2 ms of the loop's time), and the agent's next request waits until that work is done; so
-does the next request after a stream, whose work runs once its last event is written (the wait begins just before).
+"""An answer is sent before its after-answer work, and the agent's next request waits until that work is done.
+
+The work (calibration, the answer's id, the audit record, the access event and metrics) takes about 2 ms of the loop's
+time. A stream's work runs once its last event is written: the wait begins just before it.
 
 Why the next request waits: it must see what the answer taught, exactly as if the work had run before the answer was
 sent (the calibration its tokens are counted with, the Responses id its ``previous_response_id`` names, the session's
