@@ -84,6 +84,10 @@ class Unsettled:
         if pending:
             self.overdue += 1
             log.warning("answer_settle_overdue", agent_id=agent_id, waited_s=within_s, unsettled=len(pending))
+            for agent, answers in list(self._open.items()):  # given up once: no later request waits for them again
+                answers -= pending
+                if not answers:
+                    del self._open[agent]
         return not pending
 
     def __len__(self) -> int:
