@@ -69,17 +69,13 @@ async def handle(request: web.Request, dialect: Dialect) -> web.StreamResponse:
             raise
         ctx.status = out.status
         pending = remembering(request, ctx)
-        if isinstance(out, web.Response) and not out.prepared and not app[appkeys.MEASURER].shared:
-            try:  # a whole answer goes now, its work after: the agent's next request waits for that work (settling)
+        try:  # a whole answer goes now, its work after (a stream's last event is already out): the agent's next request waits for that work
+            if isinstance(out, web.Response) and not out.prepared and not app[appkeys.MEASURER].shared:
                 await send_now(request, out, ctx, unsettled)
-            finally:
-                work = shutdown.keep(after_answer(request, ctx, pending))
-                settled_by(work, ctx, unsettled)
-            await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
-        else:  # a stream (its last event already sent: the agent's next request waits for this work) or an answer of Ruyi's
+        finally:
             work = shutdown.keep(after_answer(request, ctx, pending))
             settled_by(work, ctx, unsettled)
-            await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
+        await asyncio.shield(work)  # a client that closes now cancels the wait, never the work
     return out
 
 

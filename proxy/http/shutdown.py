@@ -44,10 +44,6 @@ class Shutdown:
         task.add_done_callback(self._after.discard)
         return task
 
-    async def finish(self, work: Coroutine[Any, Any, object]) -> None:
-        """``keep`` and wait for it: the handler's cancellation stops the wait, never the work."""
-        await asyncio.shield(self.keep(work))
-
     async def drain(self) -> None:
         """Wait for every request's after-answer work (at shutdown, before the store and the keeper close)."""
         while self._after:
