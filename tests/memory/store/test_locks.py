@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,23 +64,27 @@ def test_a_session_lock_held_by_a_process_is_released_when_it_is_killed(tmp_path
             child.wait()
 
 
-def test_threads_of_one_process_take_turns_on_a_session(tmp_path: Path) -> None:
-    locks = FileSessionLocks(tmp_path / "ruyi.db-locks")
+def take_turns(first: Any, second: Any) -> list[str]:
+    """``first`` held while a thread wants ``second`` (the same session's lock): the order of the release and the take."""
     order: list[str] = []
-    first = locks.lock("agent", "s1")
     first.acquire()
 
-    def second() -> None:
-        with locks.lock("agent", "s1"):
+    def other() -> None:
+        with second:
             order.append("second acquired")
 
-    thread = threading.Thread(target=second, daemon=True)
+    thread = threading.Thread(target=other, daemon=True)
     thread.start()
     order.append("first releasing")
     first.release()
     thread.join(JOIN_S)
-    assert not thread.is_alive(), "the second thread never got the lock"
-    assert order == ["first releasing", "second acquired"]
+    assert not thread.is_alive(), "the second never got the lock"
+    return order
+
+
+def test_threads_of_one_process_take_turns_on_a_session(tmp_path: Path) -> None:
+    locks = FileSessionLocks(tmp_path / "ruyi.db-locks")
+    assert take_turns(locks.lock("agent", "s1"), locks.lock("agent", "s1")) == ["first releasing", "second acquired"]
 
 
 def test_a_lock_released_from_another_thread_is_released(tmp_path: Path) -> None:
@@ -150,21 +155,7 @@ def test_the_postgres_store_locks_sessions_across_its_connections(pg_url: str) -
 
     a, b = (open_store(StoreOptions(backend="postgres", url=pg_url)) for _ in range(2))
     assert a is not None and b is not None
-    order: list[str] = []
-    held = a.session_lock("agent", "s1")
-    held.acquire()
-
-    def other() -> None:
-        with b.session_lock("agent", "s1"):
-            order.append("b acquired")
-
-    thread = threading.Thread(target=other, daemon=True)
-    thread.start()
-    order.append("a releasing")
-    held.release()
-    thread.join(JOIN_S)
-    assert not thread.is_alive(), "b never got the lock"
-    assert order == ["a releasing", "b acquired"]
+    assert take_turns(a.session_lock("agent", "s1"), b.session_lock("agent", "s1")) == ["first releasing", "second acquired"]
     a.close()
     b.close()
 
