@@ -5,22 +5,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.dialects.anthropic import Origin, _parts, write_back
+from proxy.dialects.anthropic import Origin, _is_text, _parts, write_back
 from proxy.dialects.base import Messages
 
 
 def with_positions(body: dict[str, Any], origins: list[Origin], before: Messages, after: Messages, positions: Sequence[int]) -> dict[str, Any]:
     """The body once messages were removed (an archive) or added: a removed message's blocks go as whole groups
     (a tool_use with its tool_result), the rest stay the very objects sent; what was appended to a kept message
-    (the archive block, a recall block) goes after its last block, so after its last breakpoint, adding none."""
+    (the archive block, a recall block) goes after its last block, so after its last breakpoint, adding none. A system
+    message added after a user message (the archive block after the task) goes after that message's last block (the
+    top-level ``system`` and the task stay as sent, so cached); added first, it goes after the ``system``'s last block."""
     out = dict(body)
     full, tails = list(before), {}
+    after_task: dict[int, list[Any]] = {}
+    prev = None
     for p, new in zip(positions, after):
         if p < 0:
             if new.get("role") != "system":
                 raise ValueError("only a system message can be added to an Anthropic body")
-            tails[-1] = _parts(new.get("content"))
+            if prev is not None and origins[prev][0] in ("user", "plain") and before[prev].get("role") == "user":
+                after_task.setdefault(prev, []).extend(_parts(new.get("content")))  # the archive block after the task
+            else:
+                tails[-1] = _parts(new.get("content"))
             continue
+        prev = p
         old = before[p]
         grown = _appended(old.get("content"), new.get("content"))
         if grown is not None and {**new, "content": old.get("content")} == old:
@@ -48,6 +56,13 @@ def with_positions(body: dict[str, Any], origins: list[Origin], before: Messages
         else:
             full[p] = after[positions.index(p)]
             native = write_back(native, origins, before, full)
+    for p, parts in after_task.items():  # after the user message's last block: its breakpoints, and the system, stay as sent
+        i = origins[p][1]
+        content = native[i].get("content")
+        if isinstance(content, str) and all(_is_text(x) and set(x) == {"type", "text"} for x in parts):
+            native[i] = {**native[i], "content": content + BLOCK_GAP + BLOCK_GAP.join(x["text"] for x in parts)}
+        else:
+            native[i] = {**native[i], "content": [*_parts(content), *parts]}
     messages = []
     for i, msg in enumerate(native):
         if i in drop:

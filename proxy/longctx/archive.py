@@ -15,7 +15,7 @@ from proxy.know.window import Budget
 from proxy.longctx.block import ChunkLine, archive_block
 from proxy.longctx.chunks import Chunk
 from proxy.longctx.options import ArchiveOptions
-from proxy.longctx.restart import BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
+from proxy.longctx.restart import AFTER_HEAD, BLOCK_SEPARATOR, INSERTED, head_size, restarted_head
 from redaction.redact import redact
 from summaries.codemap import code_map
 from summaries.extractive import text_of
@@ -243,10 +243,10 @@ def archive(
         return None
     h, end = p.head, p.end
     summary = summarize(h, end)
-    carrier = max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
+    carrier = AFTER_HEAD if options.block == "after_task" else max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
     block = block_of(replace(options, recent_tokens=p.recent, map_tokens=p.map), client, number, h, end, summary, tool)
-    block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier == INSERTED else count(BLOCK_SEPARATOR))
+    block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier in (INSERTED, AFTER_HEAD) else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
     record = {

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+BlockPlace = Literal["after_task", "system"]
+PLACES: tuple[str, ...] = ("after_task", "system")
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,16 @@ class ArchiveOptions:
     ``early_from``, never before the session regrew)."""
     early_from: float = 0.6
     """The least share of (window − reserve) at which an archive may come early."""
+    block: BlockPlace = "after_task"
+    """Where the archive block goes. ``after_task``: a system message of its own right after the head (the system
+    messages, the agent's preambles and the task), so the system prompt and the task stay byte for byte what the
+    provider cached before the archive (Anthropic: a text block after the task's last block; the Responses API: a
+    developer message). ``system``: after the text of the head's last system message, as before (for a server whose
+    chat template refuses a system message after the first user message)."""
 
     def check(self) -> None:
+        if self.block not in PLACES:
+            raise ValueError(f"block must be one of {', '.join(PLACES)}, got {self.block!r}")
         if not 0.05 <= self.early_from <= 1.0:
             raise ValueError(f"early_from must be a share of the window in [0.05, 1], got {self.early_from}")
         if not 0.05 <= self.target <= 0.9:

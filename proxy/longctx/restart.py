@@ -17,7 +17,11 @@ REQUESTED = "requested"
 """The key of what a person asked for the session's next request: one decision whose ``action`` is ``archive``,
 ``prune``, ``pass``, or None once done."""
 INSERTED = -1
-"""The position of the system message an archive adds when the conversation has none."""
+"""The position of a message an archive adds: its block as a message of its own (after the head, or first when the
+conversation has no system message and the block goes in the system part)."""
+AFTER_HEAD = -2
+"""An archive record's ``system`` when its block is a system message of its own right after the head (``archive.block``
+``after_task``): the system text and the task stay byte for byte as sent, so the provider's cache keeps them."""
 BLOCK_SEPARATOR = "\n\n"
 
 
@@ -81,13 +85,17 @@ def with_block(message: Mapping[str, Any], block: str) -> dict[str, Any]:
 
 
 def restarted_head(messages: Sequence[Mapping[str, Any]], archive: Mapping[str, Any]) -> tuple[Messages, list[int]]:
-    """The head of a restarted request (system messages with the block, the task) and each one's position;
-    the system messages found among the archived ones (``keep``) follow it, then the newest turns."""
+    """The head of a restarted request (the system messages, the task, and the block: a message of its own after them,
+    or after the text of the last system message for a record made so) and each one's position; the system messages
+    found among the archived ones (``keep``) follow it, then the newest turns."""
     head = int(archive["head"])
     out: Messages = [m if isinstance(m, dict) else dict(m) for m in messages[:head]]
     positions = list(range(head))
     carrier = int(archive["system"])
-    if carrier == INSERTED:
+    if carrier == AFTER_HEAD:
+        out.append({"role": "system", "content": archive["block"]})
+        positions.append(INSERTED)
+    elif carrier == INSERTED:
         out.insert(0, {"role": "system", "content": archive["block"]})
         positions.insert(0, INSERTED)
     else:

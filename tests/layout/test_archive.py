@@ -8,7 +8,7 @@ from typing import Any
 from tests.conftest import MakeProxy
 from tests.fake_upstream import FakeUpstream
 from tests.layout.test_step import remember
-from tests.longctx.sessions import SYSTEM, session, turn
+from tests.longctx.sessions import SYSTEM, archive_message, session, turn
 from tests.longctx.test_archive import CONFIG, forwarded, post
 
 
@@ -28,15 +28,26 @@ async def test_the_archive_brings_the_compact_form_and_the_reminder_then_the_sam
     before = forwarded(fake)[0]["content"]
     assert before.startswith(SYSTEM + "\n\n<ruyi-memory>") and "Yellow light" not in before
     turns, sent = await archived(proxy, fake)
-    system = sent[0]["content"]
-    archive_at, memory_at = system.index('<ruyi-archive n="1"'), system.index("<ruyi-memory>")
-    assert archive_at < memory_at  # the archive block first, then the rebuilt stable part
-    stable = system[memory_at:]
+    assert sent[0]["content"] == SYSTEM and sent[1] == session(turns)[1]  # the system text and the task alone, as sent
+    at = archive_message(sent)
+    block = sent[at]["content"]
+    archive_at, memory_at = block.index('<ruyi-archive n="1"'), block.index("<ruyi-memory>")
+    assert archive_at < memory_at  # the archive block first, then the rebuilt stable part, in the block's message
+    stable = block[memory_at:]
     assert "## After the archive" in stable and "🔸 Compact context" in stable and "Yellow light, not red" in stable
     assert "[C001] Never commit secrets" in stable
     for more in (1, 2):
         await post(proxy, session(turns) + [m for t in range(turns, turns + more) for m in turn(t)])
-        assert forwarded(fake)[0]["content"] == system  # byte for byte until the next archive
+        assert forwarded(fake)[: at + 1] == sent[: at + 1]  # byte for byte until the next archive
+
+
+async def test_with_the_block_in_the_system_message_the_stable_part_follows_it_there(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(**{**CONFIG, "archive": {"block": "system"}})
+    await remember(proxy)
+    turns, sent = await archived(proxy, fake)
+    system = sent[0]["content"]
+    assert system.startswith(SYSTEM + '\n\n<ruyi-archive n="1"') and system.index("</ruyi-archive>") < system.index("<ruyi-memory>")
+    assert not any(m["role"] == "system" for m in sent[1:])
 
 
 async def test_a_restarted_ruyi_forwards_the_same_stable_part(make_proxy: MakeProxy, fake: FakeUpstream) -> None:

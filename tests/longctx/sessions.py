@@ -55,3 +55,10 @@ def assert_paired(messages: list[Message]) -> None:
             open_ids = {c["id"] for c in m.get("tool_calls") or []}
         elif m["role"] == "tool":
             open_ids.remove(m["tool_call_id"])
+
+
+def archive_message(messages: list[Message]) -> int:
+    """The index of the archive block's own message (after the head: ``archive.block`` ``after_task``)."""
+    found = [k for k, m in enumerate(messages) if m["role"] == "system" and str(m.get("content", "")).startswith("<ruyi-archive")]
+    assert len(found) == 1, found
+    return found[0]

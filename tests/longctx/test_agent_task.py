@@ -10,7 +10,7 @@ from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy
 from tests.conversation.agent_bodies import REQUEST, claude_code_blocks, mini_swe_agent_text_mode, qwen_code
 from tests.fake_upstream import FakeUpstream
-from tests.longctx.sessions import turn
+from tests.longctx.sessions import archive_message, turn
 from tests.longctx.test_archive import CONFIG, WINDOW, forwarded, post
 
 COUNT = Cl100kCounter()
@@ -33,9 +33,9 @@ async def test_qwen_codes_environment_acknowledgement_and_request_stay_verbatim_
     proxy = await make_proxy(**CONFIG)
     opening = qwen_code()
     client, out = await run_until_archived(proxy, fake, opening)
-    assert out[1:4] == opening[1:4]  # environment, "Got it", the request: where they were, byte for byte
-    block = out[0]["content"]
-    assert "<ruyi-archive" in block
+    assert out[:4] == opening[:4]  # system, environment, "Got it", the request: where they were, byte for byte
+    assert archive_message(out) == 4  # the block after them
+    block = out[4]["content"]
     task = block.split("## Task", 1)[1].split("\n\n", 1)[0] if "## Task" in block else block
     assert REQUEST[:50] in task and "We are setting up the context" not in task
     again = [*client, *turn(99)]
@@ -47,8 +47,8 @@ async def test_claude_codes_task_quotes_the_request_not_its_system_reminders(mak
     proxy = await make_proxy(**CONFIG)
     opening = claude_code_blocks()
     _, out = await run_until_archived(proxy, fake, opening)
-    assert out[1] == opening[1]
-    block = out[0]["content"]
+    assert out[:2] == opening[:2]
+    block = out[archive_message(out)]["content"]
     assert "## Task" in block
     task = block.split("## Task", 1)[1].split("\n\n", 1)[0]
     assert REQUEST[:50] in task and "claudeMd" not in task and "system-reminder" not in task

@@ -9,7 +9,7 @@ import aiohttp
 
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
-from tests.longctx.sessions import bash, session, turn
+from tests.longctx.sessions import archive_message, bash, session, turn
 from tests.longctx.test_archive import CONFIG, UNCALIBRATED, forwarded, post
 
 RECALL = "<ruyi-recall"
@@ -48,7 +48,8 @@ async def test_a_chunk_named_by_id_is_recalled_and_nothing_weak_is(make_proxy: M
     proxy = await make_proxy(**CONFIG)
     client = session(40)
     await archived(proxy, client)
-    block = forwarded(fake)[0]["content"]
+    sent = forwarded(fake)
+    block = sent[archive_message(sent)]["content"]
     chunk_id = block.split("- ruyi:")[1].split(" ")[0]
     await post(proxy, asking(client, "What was the weather like?"))
     assert RECALL not in forwarded(fake)[-1]["content"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory.chain import chain_of
 from proxy.longctx.chunks import spans
-from proxy.longctx.restart import ARCHIVES, INSERTED, head_size, in_force, restart, with_block
+from proxy.longctx.restart import AFTER_HEAD, ARCHIVES, INSERTED, head_size, in_force, restart, with_block
 from tests.longctx.sessions import session
 
 
@@ -42,6 +42,18 @@ def test_restart_keeps_the_head_adds_the_block_to_the_system_message_and_the_res
     assert view.positions == (0, 1, *range(14, len(messages))) and view.links[2:] == chain.links[14:]
     assert view.message_tokens[0] == 22 and view.raw_tokens == sum(tokens) + 3 - 12 * 10 + 12
     assert view.tokens == 2 * view.raw_tokens and view.shared == len(view.messages) - 2
+
+
+def test_a_block_after_the_task_is_a_message_of_its_own_and_the_head_stays_the_very_objects_sent() -> None:
+    messages = session(10)
+    chain = chain_of(messages)
+    tokens = [10] * len(messages)
+    view = restart(messages, chain.links, len(messages) - 2, tokens, sum(tokens) + 3, sum(tokens) + 3, record(messages, 13, system=AFTER_HEAD))
+    assert view.messages[0] is messages[0] and view.messages[1] is messages[1]  # the system text and the task: as sent
+    assert view.messages[2] == {"role": "system", "content": '<ruyi-archive n="1">summary</ruyi-archive>'}
+    assert view.messages[3:] == messages[14:]
+    assert view.positions == (0, 1, INSERTED, *range(14, len(messages))) and view.links[2] == "a1" and view.links[3:] == chain.links[14:]
+    assert view.message_tokens[:3] == (10, 10, 12) and view.raw_tokens == sum(tokens) + 3 - 12 * 10 + 12
 
 
 def test_without_a_system_message_the_archive_adds_one_and_content_parts_get_a_part() -> None:

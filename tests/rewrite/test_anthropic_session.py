@@ -205,9 +205,11 @@ async def test_a_claude_code_session_at_the_red_line_is_archived_and_restarts_fr
             assert all(b in kept_whole(original) for b in whole)  # thinking and server blocks never changed
             if archived and archived_at is None:
                 archived_at = turns
-                assert forwarded["system"][:3] == original["system"]  # the client's blocks, breakpoints and all
-                assert forwarded["system"][3]["text"].startswith("<ruyi-archive") and "cache_control" not in forwarded["system"][3]
-                assert forwarded["messages"][0] == original["messages"][0]  # the task
+                assert forwarded["system"] == original["system"]  # the client's blocks, breakpoints and all, nothing added
+                task, sent_task = original["messages"][0]["content"], forwarded["messages"][0]["content"]
+                assert sent_task[: len(task)] == task  # the task as sent, then the archive block after its last block
+                assert sent_task[len(task)]["text"].startswith("<ruyi-archive") and all("cache_control" not in b for b in sent_task[len(task) :])
+                assert forwarded["messages"][1]["role"] == "assistant"  # roles still alternate
                 newest, sent_newest = original["messages"][-1]["content"], forwarded["messages"][-1]["content"]
                 assert sent_newest[: len(newest)] == newest  # the newest input; a recall block may follow its breakpoint
                 assert all(b["type"] == "text" and "cache_control" not in b for b in sent_newest[len(newest) :])
@@ -219,7 +221,7 @@ async def test_a_claude_code_session_at_the_red_line_is_archived_and_restarts_fr
                 previous = sent[-2]["messages"]
                 # the restarted prefix, byte for byte (but the block that carried last request's moving breakpoint)
                 assert forwarded["messages"][: len(previous) - 1] == previous[:-1]
-                assert forwarded["system"][3] == sent[-2]["system"][3]
+                assert forwarded["system"] == original["system"] and forwarded["messages"][0] == sent[-2]["messages"][0]
             if archived_at is not None and turns > archived_at + 2:
                 break
     assert archived_at is not None
