@@ -268,6 +268,45 @@ def test_an_archive_drops_whole_block_groups_and_appends_its_block_after_the_las
     assert {k: v for k, v in out.items() if k not in ("system", "messages")} == {k: v for k, v in original.items() if k not in ("system", "messages")}
 
 
+def test_an_archive_block_after_the_task_goes_after_the_tasks_last_block_and_the_system_stays_as_sent() -> None:
+    original = body()
+    sent = copy.deepcopy(original)
+    before = ANTHROPIC_MESSAGES.to_canonical(sent)
+    assert before is not None
+    block = {"role": "system", "content": '<ruyi-archive n="1">summary</ruyi-archive>'}
+    positions = [0, 1, -1, 5, 6, 7, 8]  # the block after the task (archive.block: after_task), the first tool turn archived
+    after = [before[0], before[1], block, *(before[p] for p in positions[3:])]
+    out = ANTHROPIC_MESSAGES.with_messages(sent, before, after, positions)
+    assert sent == original and not problems(out), problems(out)
+    assert out["system"] == original["system"]  # byte for byte: the provider's cached prefix holds
+    task = original["messages"][0]["content"]
+    assert out["messages"][0]["content"] == [*task, {"type": "text", "text": '<ruyi-archive n="1">summary</ruyi-archive>'}]
+    assert breakpoints(out) == breakpoints({**original, "messages": [original["messages"][0], *original["messages"][3:]]})  # none added
+    assert out["messages"][1:5] == original["messages"][3:7]  # kept messages byte-identical, roles alternating
+
+
+def test_an_archive_block_after_a_plain_string_task_stays_a_string() -> None:
+    sent = {
+        "model": "claude-x",
+        "max_tokens": 1000,
+        "system": "You are Claude Code.",
+        "messages": [
+            {"role": "user", "content": "Fix the bug."},
+            {"role": "assistant", "content": "Looking."},
+            {"role": "user", "content": "go on"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "thanks"},
+        ],
+    }
+    before = ANTHROPIC_MESSAGES.to_canonical(sent)
+    assert before is not None
+    after = [before[0], before[1], {"role": "system", "content": "ARCHIVE"}, *before[4:]]
+    out = ANTHROPIC_MESSAGES.with_messages(sent, before, after, [0, 1, -1, 4, 5])
+    assert not problems(out), problems(out)
+    assert out["system"] == "You are Claude Code." and out["messages"][0] == {"role": "user", "content": "Fix the bug.\n\nARCHIVE"}
+    assert out["messages"][1:] == sent["messages"][3:]
+
+
 def test_removed_calls_take_their_results_along_and_roles_still_alternate() -> None:
     sent = body()
     sent["system"] = "You are Claude Code."

@@ -181,3 +181,26 @@ async def test_a_responses_client_reaches_a_chat_only_server_with_translate(make
     sent = fake.last("/v1/chat/completions").json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"] and sent[1]["tool_calls"][0]["id"] == call.call_id
     assert "gAAAA" not in json.dumps(sent)  # reasoning means nothing to a chat server
+
+
+async def test_an_archive_of_a_responses_session_goes_after_the_task_as_a_developer_message(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    proxy = await make_proxy(window={"models": {"gpt-5*": 8000}})
+    items = codex_session(12)
+    cuts = [i for i, item in enumerate(items) if item["type"] == "reasoning"][1:] + [len(items)]
+    sent: list[dict[str, Any]] = []
+    async with aiohttp.ClientSession() as http:
+        for cut in cuts:
+            body = {"model": "gpt-5-codex", "instructions": "You are Codex.", "input": items[:cut], "tools": [SHELL]}
+            async with http.post(base_url(proxy) + "/v1/responses", json=body, headers={"session-id": "codex-2"}) as resp:
+                assert resp.status == 200
+                await resp.read()
+            sent.append(fake.last("/v1/responses").json)
+    archived = [k for k, body in enumerate(sent) if "<ruyi-archive" in json.dumps(body["input"])]
+    assert archived, "the session was archived"
+    first = sent[archived[0]]
+    assert first["instructions"] == sent[0]["instructions"] and first["input"][:3] == items[:3]  # instructions and task as sent
+    block = first["input"][3]
+    assert block["type"] == "message" and block["role"] == "developer" and json.dumps(block["content"]).startswith('"<ruyi-archive')
+    assert sum("<ruyi-archive" in json.dumps(i) for i in first["input"]) == 1
+    same = [b for b in sent[archived[0] :] if '<ruyi-archive n=\\"1\\"' in json.dumps(b["input"][3])]
+    assert len(same) >= 2 and all(b["input"][:4] == first["input"][:4] and b["instructions"] == first["instructions"] for b in same)
