@@ -96,3 +96,33 @@ def message_dicts(body: dict[str, Any]) -> Messages | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return None
     return messages
+
+
+def added_into_previous(after: Messages, positions: Sequence[int] | None) -> tuple[Messages, Sequence[int] | None]:
+    """The messages as they go on the wire: a system message Ruyi added after a user or system message (the archive
+    block after the task, ``archive.block: after_task``) rides at the end of that message's content, a text part of
+    its own when the content is a list of parts. Roles stay as the client sent them (every chat template accepts
+    them: no system message after the first user message), and every token before the block (the system text, the
+    task) is what the provider cached, since caches match token prefixes. ``positions`` as ``with_messages`` takes
+    them; both returned unchanged when nothing was added there."""
+    if positions is None or not any(p < 0 for p in positions[1:]):
+        return after, positions
+    out: Messages = []
+    where: list[int] = []
+    for message, p in zip(after, positions, strict=True):
+        text = message.get("content")
+        if p < 0 and out and message.get("role") == "system" and isinstance(text, str) and out[-1].get("role") in ("user", "system"):
+            out[-1] = _with_text(out[-1], text)
+            continue
+        out.append(message)
+        where.append(p)
+    return out, where
+
+
+def _with_text(message: dict[str, Any], text: str) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": text}]}
+    if isinstance(content, str) and content:
+        return {**message, "content": content + "\n\n" + text}
+    return {**message, "content": text}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy import json_codec
-from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts
+from proxy.dialects.base import Assembled, Dialect, Messages, added_into_previous, message_dicts
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class OllamaChat(Dialect):
         if after is before:
             return body
         native = body["messages"]
+        after, positions = added_into_previous(after, positions)
         if positions is not None:  # messages removed (an archive) or added: pair each with its native form
             before = [before[p] if p >= 0 else {} for p in positions]
             native = [native[p] if p >= 0 else {"role": m.get("role"), "content": ""} for p, m in zip(positions, after)]

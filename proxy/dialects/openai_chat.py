@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy import json_codec
-from proxy.dialects.base import Assembled, Dialect, Messages, message_dicts, sse_data
+from proxy.dialects.base import Assembled, Dialect, Messages, added_into_previous, message_dicts, sse_data
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class OpenAIChat(Dialect):
         return message_dicts(body)
 
     def with_messages(self, body: dict[str, Any], before: Messages, after: Messages, positions: Sequence[int] | None = None) -> dict[str, Any]:
-        return body if after is before else {**body, "messages": after}
+        return body if after is before else {**body, "messages": added_into_previous(after, positions)[0]}
 
 
 OPENAI_CHAT = OpenAIChat("openai_chat", "openai")

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.dialects.base import Assembled, Dialect, Messages, sse_data
+from proxy.dialects.base import Assembled, Dialect, Messages, added_into_previous, sse_data
 
 TOOL_OUTPUTS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
@@ -57,6 +57,8 @@ class Responses(Dialect):
             if not len(found[1]) == len(before) == len(after):
                 raise ValueError("the pipeline changed the number of messages without saying where they came from")
             positions = list(range(len(after)))
+        after, positions = added_into_previous(after, positions)
+        assert positions is not None
         return rebuilt(body, found[1], before, after, positions)
 
 

@@ -73,8 +73,10 @@ def test_removed_messages_take_their_items_and_a_summary_goes_in_their_place() -
     positions = [*keep, -1, 6, 7, 8]
     out = RESPONSES.with_messages(BODY, before, after, positions)
     types = [i.get("type") for i in out["input"]]
-    assert types == ["message", "message", "message", "message", "message", "custom_tool_call", "custom_tool_call_output", "mystery_item"]
-    assert out["input"][3] == {"type": "message", "role": "developer", "content": "Archive 1: ran pytest, test_x failed."}
+    assert types == ["message", "message", "message", "message", "custom_tool_call", "custom_tool_call_output", "mystery_item"]
+    task = BODY["input"][2]  # the summary after the task's own text, an input_text part of its own: no item added
+    assert out["input"][2] == {**task, "content": [*task["content"], {"type": "input_text", "text": "Archive 1: ran pytest, test_x failed."}]}
+    assert out["input"][:2] == BODY["input"][:2]
     assert out["instructions"] == "You are Codex." and out["tools"] is BODY["tools"]
     assert not any(i.get("call_id") == "call_1" for i in out["input"])  # the call and its output went together
 

@@ -183,7 +183,7 @@ async def test_a_responses_client_reaches_a_chat_only_server_with_translate(make
     assert "gAAAA" not in json.dumps(sent)  # reasoning means nothing to a chat server
 
 
-async def test_an_archive_of_a_responses_session_goes_after_the_task_as_a_developer_message(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+async def test_an_archive_of_a_responses_session_goes_after_the_task_in_its_message(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
     proxy = await make_proxy(window={"models": {"gpt-5*": 8000}})
     items = codex_session(12)
     cuts = [i for i, item in enumerate(items) if item["type"] == "reasoning"][1:] + [len(items)]
@@ -198,9 +198,10 @@ async def test_an_archive_of_a_responses_session_goes_after_the_task_as_a_develo
     archived = [k for k, body in enumerate(sent) if "<ruyi-archive" in json.dumps(body["input"])]
     assert archived, "the session was archived"
     first = sent[archived[0]]
-    assert first["instructions"] == sent[0]["instructions"] and first["input"][:3] == items[:3]  # instructions and task as sent
-    block = first["input"][3]
-    assert block["type"] == "message" and block["role"] == "developer" and json.dumps(block["content"]).startswith('"<ruyi-archive')
+    assert first["instructions"] == sent[0]["instructions"] and first["input"][:2] == items[:2]  # instructions, preambles: as sent
+    task = first["input"][2]  # the task as sent, then the block as an input_text part of its own: no item added
+    assert task["content"][:1] == items[2]["content"] and task["content"][1]["type"] == "input_text"
+    assert task["content"][1]["text"].startswith("<ruyi-archive") and len(task["content"]) == 2
     assert sum("<ruyi-archive" in json.dumps(i) for i in first["input"]) == 1
-    same = [b for b in sent[archived[0] :] if '<ruyi-archive n=\\"1\\"' in json.dumps(b["input"][3])]
-    assert len(same) >= 2 and all(b["input"][:4] == first["input"][:4] and b["instructions"] == first["instructions"] for b in same)
+    same = [b for b in sent[archived[0] :] if '<ruyi-archive n=\\"1\\"' in json.dumps(b["input"][2])]
+    assert len(same) >= 2 and all(b["input"][:3] == first["input"][:3] and b["instructions"] == first["instructions"] for b in same)

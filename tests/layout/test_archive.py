@@ -8,7 +8,7 @@ from typing import Any
 from tests.conftest import MakeProxy
 from tests.fake_upstream import FakeUpstream
 from tests.layout.test_step import remember
-from tests.longctx.sessions import SYSTEM, archive_message, session, turn
+from tests.longctx.sessions import SYSTEM, archive_message, block_after, session, turn
 from tests.longctx.test_archive import CONFIG, forwarded, post
 
 
@@ -28,9 +28,8 @@ async def test_the_archive_brings_the_compact_form_and_the_reminder_then_the_sam
     before = forwarded(fake)[0]["content"]
     assert before.startswith(SYSTEM + "\n\n<ruyi-memory>") and "Yellow light" not in before
     turns, sent = await archived(proxy, fake)
-    assert sent[0]["content"] == SYSTEM and sent[1] == session(turns)[1]  # the system text and the task alone, as sent
-    at = archive_message(sent)
-    block = sent[at]["content"]
+    assert sent[0]["content"] == SYSTEM and archive_message(sent) == 1  # the system text alone, as sent
+    block = block_after(sent[1], session(turns)[1])  # the task as sent, then the block
     archive_at, memory_at = block.index('<ruyi-archive n="1"'), block.index("<ruyi-memory>")
     assert archive_at < memory_at  # the archive block first, then the rebuilt stable part, in the block's message
     stable = block[memory_at:]
@@ -38,7 +37,7 @@ async def test_the_archive_brings_the_compact_form_and_the_reminder_then_the_sam
     assert "[C001] Never commit secrets" in stable
     for more in (1, 2):
         await post(proxy, session(turns) + [m for t in range(turns, turns + more) for m in turn(t)])
-        assert forwarded(fake)[: at + 1] == sent[: at + 1]  # byte for byte until the next archive
+        assert forwarded(fake)[:2] == sent[:2]  # byte for byte until the next archive
 
 
 async def test_with_the_block_in_the_system_message_the_stable_part_follows_it_there(make_proxy: MakeProxy, fake: FakeUpstream) -> None:

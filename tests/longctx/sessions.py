@@ -58,7 +58,20 @@ def assert_paired(messages: list[Message]) -> None:
 
 
 def archive_message(messages: list[Message]) -> int:
-    """The index of the archive block's own message (after the head: ``archive.block`` ``after_task``)."""
-    found = [k for k, m in enumerate(messages) if m["role"] == "system" and str(m.get("content", "")).startswith("<ruyi-archive")]
+    """The index of the one forwarded message carrying the archive block (``archive.block: after_task``: on the wire, at
+    the end of the task's own message)."""
+    found = [k for k, m in enumerate(messages) if "<ruyi-archive" in json.dumps(m.get("content"), ensure_ascii=False)]
     assert len(found) == 1, found
     return found[0]
+
+
+def block_after(sent: Message, sent_by_client: Message) -> str:
+    """The archive block at the end of a forwarded message: the client's message first, byte for byte, then the block
+    (after a blank line in a string, a text part of its own in a list of parts)."""
+    content, original = sent["content"], sent_by_client["content"]
+    assert {k: v for k, v in sent.items() if k != "content"} == {k: v for k, v in sent_by_client.items() if k != "content"}
+    if isinstance(original, str):
+        assert content.startswith(original + "\n\n<ruyi-archive"), content[:200]
+        return str(content[len(original) + 2 :])
+    assert content[: len(original)] == original and len(content) == len(original) + 1
+    return str(content[-1]["text"])

@@ -14,7 +14,7 @@ from proxy.longctx.options import ArchiveOptions
 from proxy.replay.run import Cl100kCounter
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
-from tests.longctx.sessions import SYSTEM, TASK, archive_message, assert_paired, edited_files, session, turn
+from tests.longctx.sessions import SYSTEM, TASK, archive_message, assert_paired, block_after, edited_files, session, turn
 
 WINDOW = 8000
 UNCALIBRATED = {"min_ratio": 0.999, "max_ratio": 1.001}
@@ -48,13 +48,13 @@ async def test_a_session_at_the_red_line_is_archived_then_continues_from_the_sam
             archived_at = turns
             assert resp.headers["X-Ruyi-Archived"] == "1"
             assert resp.headers["X-Ruyi-Tier"] != "archive"
-            system, task, block = sent[-1][0], sent[-1][1], sent[-1][2]
-            assert system == client[0] and task == client[1]  # byte for byte: what the provider cached stays cached
-            assert archive_message(sent[-1]) == 2 and block["content"].startswith('<ruyi-archive n="1"')
-            tail = len(sent[-1]) - 3
-            assert sent[-1][3:] == client[-tail:]  # the newest turns, verbatim
+            system, task = sent[-1][0], sent[-1][1]
+            assert system == client[0] and archive_message(sent[-1]) == 1  # the system message as sent: the cache holds it
+            summary = block_after(task, client[1])  # the task as sent, then the block: no message added between turns
+            assert summary.startswith('<ruyi-archive n="1"')
+            tail = len(sent[-1]) - 2
+            assert sent[-1][2:] == client[-tail:]  # the newest turns, verbatim
             assert tail >= 8  # at least the last 4 turns
-            summary = block["content"]
             assert all(path in summary for path in edited_files(turns - tail // 2)), "every file the archived turns edited"
             assert "ValueError: empty input in case" in summary and TASK[:60] in summary
         elif archived_at is not None and turns < archived_at + 3:
@@ -72,7 +72,7 @@ async def test_a_history_far_over_the_window_is_brought_under_it_in_the_same_req
     assert resp.status == 200 and resp.headers["X-Ruyi-Archived"] == "1"
     out = forwarded(fake)
     assert COUNT(out, None).total <= WINDOW - 2000  # within window − reserve
-    assert out[1] == client[1] and out[-2:] == client[-2:]
+    assert out[0] == client[0] and block_after(out[1], client[1]) and out[-2:] == client[-2:]
     assert_paired(out)
     again = await post(proxy, client + turn(60))
     assert "X-Ruyi-Archived" not in again.headers and forwarded(fake)[: len(out)] == out
@@ -95,7 +95,7 @@ async def test_an_ollama_session_is_archived_in_its_native_form(make_proxy: Make
     resp = await post(proxy, native, path="/api/chat")
     assert resp.status == 200 and resp.headers["X-Ruyi-Archived"] == "1"
     out = forwarded(fake)
-    assert out[:2] == native[:2] and archive_message(out) == 2  # the block after the task, a system message of its own
+    assert out[0] == native[0] and block_after(out[1], native[1]).startswith("<ruyi-archive")  # the block after the task
     assert out[-6:] == native[-6:]  # native messages untouched, arguments still objects
     assert len(out) < len(native)
 
@@ -145,7 +145,7 @@ async def test_an_upstream_that_says_too_long_gets_an_archive_on_the_one_retry(m
     resp = await post(proxy, client)
     chats = [r.json["messages"] for r in fake.received if r.path == "/v1/chat/completions"]
     assert resp.status == 200 and len(chats) == 2 and resp.headers["X-Ruyi-Archived"] == "1"
-    assert chats[1][0] == client[0] and archive_message(chats[1]) == 2 and len(json.dumps(chats[1])) <= fake.max_prompt_chars
+    assert chats[1][0] == client[0] and archive_message(chats[1]) == 1 and len(json.dumps(chats[1])) <= fake.max_prompt_chars
     assert_paired(chats[1])
     fake.max_prompt_chars = None
     await post(proxy, client + turn(30))  # the retry was accepted: its archive is kept, the session goes on from it
