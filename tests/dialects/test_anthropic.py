@@ -286,7 +286,7 @@ def test_an_archive_block_after_the_task_goes_after_the_tasks_last_block_and_the
 
 
 def test_an_archive_block_after_a_plain_string_task_stays_a_string() -> None:
-    sent = {
+    sent: dict[str, Any] = {
         "model": "claude-x",
         "max_tokens": 1000,
         "system": "You are Claude Code.",
