@@ -71,11 +71,12 @@ class ArchiveOptions:
     early_from: float = 0.6
     """The least share of (window − reserve) at which an archive may come early."""
     block: BlockPlace = "after_task"
-    """Where the archive block goes. ``after_task``: a system message of its own right after the head (the system
-    messages, the agent's preambles and the task), so the system prompt and the task stay byte for byte what the
-    provider cached before the archive (Anthropic: a text block after the task's last block; the Responses API: a
-    developer message). ``system``: after the text of the head's last system message, as before (for a server whose
-    chat template refuses a system message after the first user message)."""
+    """Where the archive block goes. ``after_task``: right after the head (the system messages, the agent's preambles,
+    the task): a message of its own in what the steps see, on the wire at the end of the task's own message (a text
+    block after its last block for Anthropic, an input_text part for the Responses API), so no message is added
+    between turns and the system prompt and the task stay byte for byte what the provider cached before the archive;
+    the layout's stable part, rebuilt at an archive, follows it there. ``system``: appended to the head's last system
+    message, as before (every archive then changes the system prompt, and the whole request misses the cache)."""
 
     def check(self) -> None:
         if self.block not in PLACES:
