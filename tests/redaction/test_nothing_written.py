@@ -82,7 +82,8 @@ async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServ
     await replay(proc.url, requests, "agent", ids)
     sent = forwarded(fake)
     last = json.loads(sent[-1][1])["messages"]
-    assert last[-1] == messages[-1] and last[1] == messages[1]  # the client's own unreplaced messages: as sent
+    assert last[-1] == messages[-1] and last[1]["content"].startswith(messages[1]["content"])  # the client's own messages: as sent
+    assert last[1]["content"] == messages[1]["content"] or last[1]["content"].startswith(messages[1]["content"] + "\n\n<ruyi-archive")
     assert sum(b"[ruyi:" in body for _, body in sent) > 10 and any(b"[REDACTED:" in body for _, body in sent)
     assert recent == 0 or any(b"<recent-work>" in body for _, body in sent)
     assert recent == 0 or any(b"<code-map>" in body for _, body in sent)  # and the map of the files it read (names, never values)
