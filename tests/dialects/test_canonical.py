@@ -74,3 +74,23 @@ def test_ollama_native_fields_go_back_untouched_on_the_clients_own_message() -> 
     assert [m is n for m, n in zip(out, native)] == [True, True, False, True]
     assert out[2] == {"role": "tool", "content": "[placeholder]", "tool_name": "read"}
     assert "tool_call_id" not in out[1]["tool_calls"][0] and out[1]["thinking"] == "I should read it"
+
+
+def test_a_system_message_added_after_the_task_rides_at_the_end_of_it_on_the_wire() -> None:
+    from proxy.dialects.ollama import OLLAMA_CHAT
+    from proxy.dialects.openai_chat import OPENAI_CHAT
+
+    system = {"role": "system", "content": "Be brief."}
+    parts = {"role": "user", "content": [{"type": "text", "text": "Fix it."}, {"type": "image_url", "image_url": {"url": "data:x"}}]}
+    newest = [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "thanks"}]
+    before = [system, parts, {"role": "assistant", "content": "Looking."}, {"role": "user", "content": "go on"}, *newest]
+    block = {"role": "system", "content": "<ruyi-archive>B</ruyi-archive>"}
+    after = [system, parts, block, *newest]
+    out = OPENAI_CHAT.with_messages({"model": "m", "messages": before}, before, after, [0, 1, -1, 4, 5])["messages"]
+    assert out[0] is system and out[2:] == newest  # no message added between the task and the newest turns
+    assert out[1] == {"role": "user", "content": [*parts["content"], {"type": "text", "text": "<ruyi-archive>B</ruyi-archive>"}]}
+    plain = [system, {"role": "user", "content": "Fix it.", "images": ["aGk="]}, *before[2:]]
+    out = OLLAMA_CHAT.with_messages({"model": "m", "messages": plain}, plain, [system, plain[1], block, *newest], [0, 1, -1, 4, 5])["messages"]
+    assert out[1] == {"role": "user", "content": "Fix it.\n\n<ruyi-archive>B</ruyi-archive>", "images": ["aGk="]} and out[2:] == newest
+    first = [block, *before]  # a system message added first (a conversation without one) stays a message of its own
+    assert OPENAI_CHAT.with_messages({"messages": before}, before, first, [-1, *range(len(before))])["messages"] == first
