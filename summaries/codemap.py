@@ -124,7 +124,7 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
                 entry.defs[listed] = found  # seen again: moved to the end (the newest view's order)
                 current, current_indent = found, indent
                 if is_class:  # its bases first: what the class is
-                    bases = sorted(terms(code[match.end() :]), key=code.find)
+                    bases = sorted(terms(code[match.end() :]), key=lambda t: (code.find(t), t))  # ties by name: never set order
                     found.uses[:0] = [b for b in bases if b not in found.uses]
             stack.append((indent, name, is_class))
             continue
@@ -143,7 +143,7 @@ def _scan(lines: Sequence[tuple[str | None, int | None, str]], files: dict[str, 
                 entry.defs[listed] = _Def(listed, number)
             continue
         if uses and current is not None and indent > current_indent:
-            for term in sorted(terms(code), key=code.find):
+            for term in sorted(terms(code), key=lambda t: (code.find(t), t)):  # a name and a longer one found at the same place: by name
                 if _TOKEN_LIKE.match(term):
                     continue
                 if term not in current.uses and len(current.uses) < 4 * USES_PER_DEFINITION:

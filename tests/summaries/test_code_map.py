@@ -135,3 +135,30 @@ def test_on_a_real_session_a_definition_read_long_ago_is_kept_through_the_archiv
     assert found, "an archive with a code map by request 110"
     archived, code = found[-1]
     assert archived and "helpers.py" in code and "join_segments_raw_curtailed L" in code and "trim_non_code_segments L" in code
+
+
+def test_the_same_map_in_every_process_whatever_its_hash_seed() -> None:
+    """A name and a longer one found at the same place (``bracket_pairs``, ``bracket_pairs_set``) were ordered as a set
+    iterates, which differs from process to process (string hashing is seeded): replicas and benches disagreed."""
+    import os
+    import subprocess
+    import sys
+
+    source = (
+        "class Delimited(BaseGrammar, Sequence):\n"
+        "    def __init__(self, bracket_pairs_set=None, bracket_pairs=None, min_delimiters=0):\n"
+        "        self.bracket_pairs_set = bracket_pairs_set or bracket_pairs\n"
+        "        self.delimiter_set = delimiter_set_one or delimiter_set\n"
+    )
+    script = (
+        "import json, sys\n"
+        "from summaries.codemap import code_map\n"
+        "from tests.summaries.test_code_map import _call, _out\n"
+        "print(code_map([_call('cat src/delimited.py'), _out(json.loads(sys.argv[1]))], 10, 500))\n"
+    )
+    maps = set()
+    for seed in map(str, range(1, 11)):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", script, json.dumps(source)], env=env, capture_output=True, text=True, timeout=50, check=True)
+        maps.add(done.stdout)
+    assert len(maps) == 1 and "Delimited.__init__" in maps.pop()
