@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
 from memory.store.locks import WatchedLock
+from memory.store.packed import pack, unpack
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -223,7 +224,7 @@ class Recall:
         if isinstance(item, Turn):
             cur = c.execute(
                 "INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)),
+                (*key, item.turn, item.hash, item.role, now, pack(item.body)),
             )
             if cur.rowcount and item.text.strip():
                 rowid, seq = _next_rowid(c, *key)
@@ -304,7 +305,7 @@ class Recall:
         row = self._conn.execute(
             "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?", (agent_id, session_id, int(turn), digest)
         ).fetchone()
-        return {"session_id": session_id, "turn": int(turn), "message": json.loads(row[0]) if row else None}
+        return {"session_id": session_id, "turn": int(turn), "message": unpack(row[0]) if row else None}
 
     def chunks(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -338,7 +339,7 @@ class Recall:
                 "SELECT turn, body FROM turns WHERE agent_id = ? AND session_id = ? AND turn >= ? AND turn <= ? ORDER BY turn, rowid",
                 (agent_id, session_id, first, last if last is not None else 1 << 62),
             ).fetchall()
-        return [{"turn": t, "message": json.loads(b)} for t, b in rows]
+        return [{"turn": t, "message": unpack(b)} for t, b in rows]
 
     def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
         """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many. In steps of ``rows`` turns,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -10,6 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from memory.store.base import AuditRecord
+from memory.store.packed import unpack
 from memory.store.sqlite_recall import session_ranges
 
 TRUNCATE_WAIT_MS = 100
@@ -32,7 +32,7 @@ class SQLiteReport:
             (since if since is not None else float("-inf"),),
         )
         for agent_id, session_id, request_id, created_at, body in rows:
-            yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
+            yield AuditRecord(agent_id, session_id, request_id, float(created_at), unpack(body))
 
 
 class SQLiteSize:

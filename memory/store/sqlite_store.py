@@ -27,6 +27,7 @@ from memory.store.base import (
     Usage,
 )
 from memory.store.locks import FileSessionLocks, SlotLock
+from memory.store.packed import pack, unpack
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_recall import delete_sessions
@@ -206,10 +207,10 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         now = time.time()
         reports = [i for i in items if isinstance(i, Report)]
         # rows made (redacted, as JSON) before the connection's ``lock`` is taken: requests wait for it meanwhile
-        report_rows = [(r.agent_id, r.session_id, r.key, now, _json(redact_value(r.body))) for r in reports]
+        report_rows = [(r.agent_id, r.session_id, r.key, now, pack(redact_value(r.body))) for r in reports]
         kept = {(r.agent_id, r.session_id, r.keep) for r in reports}
         usage_rows = [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)]
-        audit_rows = [(a.agent_id, a.session_id, a.request_id, now, _json(redact_value(a.body))) for a in items if isinstance(a, Audit)]
+        audit_rows = [(a.agent_id, a.session_id, a.request_id, now, pack(redact_value(a.body))) for a in items if isinstance(a, Audit)]
         ratio_rows = [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)]
         with lock if lock is not None else nullcontext(), self._bounded() as c:
             _many(c, "INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", report_rows)
@@ -271,7 +272,7 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         rows = self._conn.execute(
             "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit)
         )
-        return [json.loads(b) for (b,) in rows][::-1]
+        return [unpack(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
         rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
@@ -287,7 +288,7 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
 
     def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         rows = self._conn.execute("SELECT body FROM audit WHERE agent_id = ? AND session_id = ? ORDER BY rowid", (agent_id, session_id))
-        return [json.loads(b) for (b,) in rows]
+        return [unpack(b) for (b,) in rows]
 
     def ratios(self) -> list[tuple[str, float]]:
         return [(m, float(r)) for m, r in self._conn.execute("SELECT model, ratio FROM model_calibration ORDER BY updated_at, rowid")]

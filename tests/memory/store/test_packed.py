@@ -1,0 +1,90 @@
+"""Packed bodies (memory/store/packed.py): audit records, reports and raw turns deflated against a preset dictionary
+read back as written, rows of an older Ruyi (plain JSON text) beside them, and a grep of the files still sees them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from memory.store.base import Audit, Report, Turn
+from memory.store.packed import DICTIONARIES, pack, unpack
+from memory.store.sqlite_recall import Recall
+from memory.store.sqlite_store import SQLiteStore
+from tests.stored_bytes import stored_bytes
+
+AUDIT = {
+    "request_id": "32b4663bb68e5d905aec30c9a8d63833",
+    "model": "gpt-4o",
+    "mode": "on",
+    "session_how": "continued",
+    "est_before": 1218,
+    "est_after": 1218,
+    "tier": "expanded",
+    "batch": "none",
+    "window": 128000,
+    "usable": 108800,
+    "status": 200,
+    "compaction": False,
+    "overflow_retry": False,
+    "upstream_prompt_tokens": 1215,
+    "cached_tokens": 0,
+    "latency_llm_ms": 1.57,
+    "latency_ruyi_ms": 5.03,
+    "s2_written_count": 0,
+    "rag_chunks": 0,
+    "retrieval_path": [],
+    "latency_retrieval_ms": None,
+    "drop_reason": None,
+    "archive": None,
+    "prepare_until": None,
+}
+
+
+def test_a_body_reads_back_as_written_and_an_audit_record_packs_to_a_fraction() -> None:
+    values: tuple[object, ...] = (AUDIT, {"role": "user", "content": "日本語 \ud800 lone", "n": [1.5, None, True]}, [], "", {"k": "x" * 300_000})
+    for value in values:
+        assert unpack(pack(value)) == value
+    assert list(unpack(pack(AUDIT))) == list(AUDIT)  # the keys' order too
+    assert len(pack(AUDIT)) * 4 < len(json.dumps(AUDIT, separators=(",", ":")))
+    assert unpack('{"a": 1}') == {"a": 1} and unpack(b'{"a": 1}') == {"a": 1}  # plain JSON, as text or bytes
+    assert set(DICTIONARIES) == {1} and pack(AUDIT)[0] == 1
+
+
+def test_rows_an_older_ruyi_wrote_as_text_read_back_beside_packed_ones(tmp_path: Path) -> None:
+    path = tmp_path / "ruyi.db"
+    store, recall = SQLiteStore(path), Recall(path)
+    try:
+        old_audit, old_report = {**AUDIT, "request_id": "old"}, {"request": 1, "request_id": "old", "strategies": {}}
+        old_turn = {"role": "user", "content": "the old turn about parse_config"}
+        with sqlite3.connect(path) as db:  # as the store wrote them before packing: JSON text
+            db.execute("INSERT INTO audit VALUES ('a', 's', 'old', 1.0, ?)", (json.dumps(old_audit, separators=(",", ":")),))
+            db.execute("INSERT INTO reports VALUES ('a', 's', '1', 1.0, ?)", (json.dumps(old_report, separators=(",", ":")),))
+            db.execute("INSERT INTO turns VALUES ('a', 's', 0, 'h0', 'user', 1.0, ?)", (json.dumps(old_turn, ensure_ascii=False),))
+        new_audit, new_report = {**AUDIT, "request_id": "new"}, {"request": 2, "request_id": "new", "strategies": {"dedup": {"items": 1}}}
+        new_turn = {"role": "assistant", "content": "the new answer about parse_config"}
+        store.write_background([Audit("a", "s", "new", new_audit), Report("a", "s", "2", new_report)])
+        recall.write_background([Turn("a", "s", 1, "h1", "assistant", new_turn, new_turn["content"])])
+        assert store.audit("a", "s") == [old_audit, new_audit]
+        assert [r.body for r in store.audit_records()] == [old_audit, new_audit]
+        assert store.reports("a", "s", 10) == [old_report, new_report]
+        assert recall.turns("a", "s") == [{"turn": 0, "message": old_turn}, {"turn": 1, "message": new_turn}]
+        assert [h.row["message"] for h in recall.search("a", "s", "parse_config")] == [new_turn]  # the old turn was never indexed here
+        with sqlite3.connect(path) as db:
+            kinds = dict(db.execute("SELECT request_id, typeof(body) FROM audit"))
+        assert kinds == {"old": "text", "new": "blob"}
+    finally:
+        recall.close()
+        store.close()
+
+
+def test_a_grep_of_the_files_sees_what_a_packed_body_holds(tmp_path: Path) -> None:
+    path = tmp_path / "ruyi.db"
+    store = SQLiteStore(path)
+    try:
+        store.write_background([Audit("a", "s", "r1", {**AUDIT, "drop_reason": "MARKER-31337 in a packed body"})])
+        assert not any(b"MARKER-31337" in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())  # packed: not as such
+        assert [name for name, data in stored_bytes(tmp_path).items() if b"MARKER-31337" in data] == ["ruyi.db-wal"]
+    finally:
+        store.close()
+    assert [name for name, data in stored_bytes(tmp_path).items() if b"MARKER-31337" in data] == ["ruyi.db"]  # folded in
