@@ -141,11 +141,49 @@ search is a MATCH within its session's (its agent's) rowid range: FTS5 seeks its
 and ranks only those rows, while the ranking (bm25 over the whole index) stays what it was. ``seq`` keeps the order rows
 were written in (ties are broken by it, as they were by the rowid). Limit: an existing store with over 2**21 sessions
 for one agent would not migrate (none comes near)."""
+ROWS = """
+CREATE TABLE recall_rows (
+    id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, kind TEXT NOT NULL, ref TEXT NOT NULL,
+    seq INTEGER NOT NULL, text NOT NULL
+);
+INSERT INTO recall_rows SELECT rowid, agent_id, session_id, kind, ref, seq, text FROM recall_fts ORDER BY rowid;
+CREATE VIRTUAL TABLE recall_index USING fts5(text, content = '', tokenize = 'unicode61 remove_diacritics 2');
+INSERT INTO recall_index (rowid, text) SELECT id, text FROM recall_rows ORDER BY id;
+DROP TABLE recall_fts;
+ALTER TABLE recall_index RENAME TO recall_fts
+"""
+"""Migration 8: the full-text index keeps no copy of its own (FTS5 contentless): what it indexed and each row's agent,
+session, kind, ref and ``seq`` are in ``recall_rows`` under the same rowid, the text packed (memory/store/packed.py; rows
+carried over stay plain text). The rowid ranges, the terms indexed and the ranking (bm25) are what they were. A
+contentless FTS5 row is removed by handing the index the text it indexed (SQLite 3.40 has no ``contentless_delete``):
+``unindex`` reads it back from ``recall_rows``, exactly as it was given."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
-"""Per-session tables, removed with their session."""
+"""Per-session tables, removed with their session (``recall_fts``: with ``recall_rows``, by ``delete_sessions``)."""
 
 
-_INDEX = "INSERT INTO recall_fts (rowid, text, agent_id, session_id, kind, ref, seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INDEX = "INSERT INTO recall_fts (rowid, text) VALUES (?, ?)"
+_ROW = "INSERT INTO recall_rows VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def stored_text(stored: str | bytes) -> str:
+    """An index row's text as ``recall_rows`` keeps it: packed, or plain (rows carried over by migration 8)."""
+    return stored if isinstance(stored, str) else str(unpack(stored))
+
+
+def unindex(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> int:
+    """Remove the index rows of ``recall_rows`` that ``where`` selects, from both (in the caller's transaction);
+    returns how many."""
+    rows = c.execute(f"SELECT id, text FROM recall_rows WHERE {where}", args).fetchall()
+    c.executemany("INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', ?, ?)", [(i, stored_text(t)) for i, t in rows])
+    c.executemany("DELETE FROM recall_rows WHERE id = ?", [(i,) for i, _ in rows])
+    return len(rows)
+
+
+def _index(c: sqlite3.Connection, key: tuple[str, str], kind: str, ref: str, text: str) -> None:
+    rowid, seq = _next_rowid(c, *key)
+    indexed = index_text(text)
+    c.execute(_INDEX, (rowid, indexed))
+    c.execute(_ROW, (rowid, *key, kind, ref, seq, pack(indexed)))
 
 
 def session_ranges(c: sqlite3.Connection, agent_id: str, session_id: str) -> list[tuple[int, int]]:
@@ -165,7 +203,7 @@ def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> i
     removed = 0
     for agent_id, session_id in keys:
         for first, last in session_ranges(c, agent_id, session_id):
-            removed += c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ?", (first, last)).rowcount
+            removed += unindex(c, "id BETWEEN ? AND ?", (first, last))
     c.executemany("DELETE FROM recall_sessions WHERE agent_id = ? AND session_id = ?", keys)
     return removed
 
@@ -199,7 +237,7 @@ class Recall:
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
         self._lock = WatchedLock()
         if path is None:
-            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";")):
+            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";"), *ROWS.split(";")):
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
@@ -227,8 +265,7 @@ class Recall:
                 (*key, item.turn, item.hash, item.role, now, pack(item.body)),
             )
             if cur.rowcount and item.text.strip():
-                rowid, seq = _next_rowid(c, *key)
-                c.execute(_INDEX, (rowid, index_text(item.text), *key, "turn", f"{item.turn}:{item.hash}", seq))
+                _index(c, key, "turn", f"{item.turn}:{item.hash}", item.text)
         elif isinstance(item, ChunkRow):
             cur = c.execute(
                 "INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -246,8 +283,7 @@ class Recall:
                 ),
             )
             if cur.rowcount:
-                rowid, seq = _next_rowid(c, *key)
-                c.execute(_INDEX, (rowid, index_text(item.summary), *key, "chunk", item.chunk_id, seq))
+                _index(c, key, "chunk", item.chunk_id, item.summary)
         else:
             c.execute(
                 "INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
@@ -270,11 +306,12 @@ class Recall:
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
         sql = (
-            "SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?"
-            + ("" if everyone else " AND rowid BETWEEN ? AND ?")
-            + ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})")
-            + (" AND session_id = ?" if session_id is not None else "")
-            + f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?"
+            "SELECT r.kind, r.ref, r.agent_id, r.session_id, r.text, bm25(recall_fts), r.seq FROM recall_fts "
+            "JOIN recall_rows r ON r.id = recall_fts.rowid WHERE recall_fts MATCH ?"
+            + ("" if everyone else " AND recall_fts.rowid BETWEEN ? AND ?")
+            + ("" if everyone else f" AND r.agent_id IN ({', '.join('?' * len(scope))})")
+            + (" AND r.session_id = ?" if session_id is not None else "")
+            + f" AND r.kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), r.seq LIMIT ?"
         )
         rest = [*([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
         query = match_query(words)
@@ -288,7 +325,8 @@ class Recall:
                 if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
                     rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
             hits = [
-                Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed, _, _ in rows
+                Hit(kind, ref, matched(words, stored_text(indexed)), self._row(kind, ref, agent, session))
+                for kind, ref, agent, session, indexed, _, _ in rows
             ]
         hits.sort(key=lambda h: -h.matched)
         return hits[:limit]
@@ -367,8 +405,9 @@ class Recall:
         try:
             for (agent, session), refs in by_session.items():  # the session's index rows, by its rowid range
                 for first, last in session_ranges(c, agent, session):
-                    indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind = 'turn'", (first, last))
-                    c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed.fetchall() if ref in refs])
+                    indexed = c.execute("SELECT id, ref FROM recall_rows WHERE id BETWEEN ? AND ? AND kind = 'turn'", (first, last))
+                    for r in [r for r, ref in indexed.fetchall() if ref in refs]:
+                        unindex(c, "id = ?", (r,))
             c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
         except BaseException:
             c.execute("ROLLBACK")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memory.store.base import AuditRecord
 from memory.store.packed import unpack
-from memory.store.sqlite_recall import session_ranges
+from memory.store.sqlite_recall import session_ranges, unindex
 
 TRUNCATE_WAIT_MS = 100
 """How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
@@ -93,7 +93,7 @@ class SQLiteSize:
                     for first, last in session_ranges(c, *key):
                         self._count(
                             "recall_fts",
-                            c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind IN ('turn', 'chunk')", (first, last)).rowcount,
+                            unindex(c, "id BETWEEN ? AND ? AND kind IN ('turn', 'chunk')", (first, last)),
                         )
                     for table in ("turns", "chunks"):
                         self._count(table, c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount)

@@ -9,6 +9,7 @@ import structlog
 
 from memory.store.base import StoreError
 from memory.store.sqlite_recall import BLOCKS as RECALL_BLOCKS
+from memory.store.sqlite_recall import ROWS as RECALL_ROWS
 from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
 
 log = structlog.get_logger(__name__)
@@ -128,6 +129,9 @@ MIGRATIONS: tuple[str, ...] = (
     # 7: the full-text index's rows numbered by agent and session (a rowid range each), existing rows carried over: a
     # search reads its session's (its agent's) rows only (memory/store/sqlite_recall.py)
     RECALL_BLOCKS,
+    # 8: the full-text index without a copy of its own (FTS5 contentless): its rows' text (packed) and columns in
+    # recall_rows, existing rows carried over (memory/store/sqlite_recall.py)
+    RECALL_ROWS,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

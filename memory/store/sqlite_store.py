@@ -30,7 +30,7 @@ from memory.store.locks import FileSessionLocks, SlotLock
 from memory.store.packed import pack, unpack
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_recall import delete_sessions
+from memory.store.sqlite_recall import delete_sessions, unindex
 from memory.store.sqlite_report import TRUNCATE_WAIT_MS, SQLiteReport, SQLiteSize
 from memory.store.sqlite_schema import migrate
 from redaction.redact import redact_value
@@ -323,13 +323,17 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         self._conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten with zeros, not left in free space
         try:
             with self._transaction() as c:
-                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_fts"):  # its ranges first
-                    if session_id is None:  # the agent and its sub-agents (agent/…)
+                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_rows"):  # its ranges first
+                    if table == "recall_rows":  # the full-text index's rows, counted as its (the index is told what it indexed)
+                        removed["recall_fts"] = (
+                            unindex(c, "agent_id = ? OR substr(agent_id, 1, ?) = ?", (agent_id, len(agent_id) + 1, agent_id + "/"))
+                            if session_id is None
+                            else delete_sessions(c, [(agent_id, session_id)])
+                        )
+                    elif session_id is None:  # the agent and its sub-agents (agent/…)
                         removed[table] = c.execute(
                             f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?", (agent_id, len(agent_id) + 1, agent_id + "/")
                         ).rowcount
-                    elif table == "recall_fts":
-                        removed[table] = delete_sessions(c, [(agent_id, session_id)])
                     elif per_session:
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).rowcount
         finally:
