@@ -159,6 +159,8 @@ WRITTEN: dict[str, str] = {
     SQLITE_RECALL_BLOCKS: "SELECT 1",
     # SQLite's recall index without its own copy of the text (8): PostgreSQL's recall_fts is a table of its own already
     SQLITE_RECALL_ROWS: "SELECT 1",
+    # SQLite's links as 16 bytes (9): PostgreSQL keeps them as text (not changed there)
+    SQLITE_MIGRATIONS[8]: "SELECT 1",
 }
 """SQLite's text of a later migration → PostgreSQL's own, where a translation would not do."""
 ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])

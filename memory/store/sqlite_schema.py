@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -132,10 +133,28 @@ MIGRATIONS: tuple[str, ...] = (
     # 8: the full-text index without a copy of its own (FTS5 contentless): its rows' text (packed) and columns in
     # recall_rows, existing rows carried over (memory/store/sqlite_recall.py)
     RECALL_ROWS,
+    # 9: a link (a message's digest, 32 hex characters) kept as its 16 bytes in chain, links and tips (link_key)
+    """
+    UPDATE chain SET link = ruyi_link_key(link) WHERE typeof(link) = 'text';
+    UPDATE links SET link = ruyi_link_key(link) WHERE typeof(link) = 'text';
+    UPDATE tips SET link = ruyi_link_key(link) WHERE typeof(link) = 'text';
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 
 LATEST = len(MIGRATIONS)
+_HEX_LINK = re.compile(r"[0-9a-f]{32}")
+
+
+def link_key(link: str) -> str | bytes:
+    """A link as chain, links and tips keep it: a digest's 32 lower-case hex characters as its 16 bytes; any other
+    string (none that Ruyi makes) as it is."""
+    return bytes.fromhex(link) if len(link) == 32 and _HEX_LINK.fullmatch(link) else link
+
+
+def link_of(stored: str | bytes) -> str:
+    """A link as kept (``link_key``), as the string it was."""
+    return stored if isinstance(stored, str) else bytes(stored).hex()
 
 
 def version_of(conn: sqlite3.Connection) -> int:
@@ -150,6 +169,7 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
             f"{path}: the database is at schema version {found}, newer than this Ruyi understands ({LATEST}); "
             "run the Ruyi that wrote it, or point store.data_dir (RUYI_DATA_DIR) elsewhere"
         )
+    conn.create_function("ruyi_link_key", 1, link_key, deterministic=True)  # migration 9
     if found == 0:
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
     for version in range(found + 1, LATEST + 1):

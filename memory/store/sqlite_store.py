@@ -32,7 +32,7 @@ from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_recall import delete_sessions, unindex
 from memory.store.sqlite_report import TRUNCATE_WAIT_MS, SQLiteReport, SQLiteSize
-from memory.store.sqlite_schema import migrate
+from memory.store.sqlite_schema import link_key, link_of, migrate
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -45,8 +45,11 @@ _UPSERT_SESSION = (
 )
 _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
-CHECKPOINT_BYTES = 4 << 20
-"""Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
+_IN_BATCH = 500
+CHECKPOINT_BYTES = 1 << 20
+"""Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB): the log's file
+is reused from its start after each, so it stays about this big between two truncations (4 MiB was 0.37 KB a request
+of a 10-minute soak at 20 requests/s, RELIABILITY.md "Disk per request")."""
 TRUNCATE_EVERY_S = 60.0
 """At most this often (and whenever the log passed ``TRUNCATE_BYTES``) a checkpoint also empties the log file, so its size
 stays bounded (a passive one reuses the file from its start but never shrinks it)."""
@@ -184,10 +187,10 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
                 key = (chain.agent_id, chain.session_id)
                 if chain.replaces:
                     c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
-                _many(c, "INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
-            _many(c, "INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
-            _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
-            _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
+                _many(c, "INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link_key(link)) for i, link in enumerate(chain.links)])
+            _many(c, "INSERT OR REPLACE INTO links VALUES (?, ?, ?)", [(a, link_key(link), s) for a, link, s in changes.links])
+            _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link_key(link)) for a, link, s in changes.tips if s is None])
+            _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [(a, link_key(link), s) for a, link, s in changes.tips if s is not None])
             _many(
                 c,
                 "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
@@ -232,10 +235,14 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if len(links) <= _POINT_LOOKUPS:  # the usual case (the messages since the last request): cheaper one by one
             sql = f"SELECT session_id FROM {table} WHERE agent_id = ? AND link = ?"
-            found = ((link, self._conn.execute(sql, (agent_id, link)).fetchone()) for link in links)
+            found = ((link, self._conn.execute(sql, (agent_id, link_key(link))).fetchone()) for link in links)
             return {link: row[0] for link, row in found if row is not None}
-        sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link {_IN_LIST}"
-        return dict(self._conn.execute(sql, (agent_id, json.dumps(list(links)))).fetchall())
+        out: dict[str, str] = {}
+        for start in range(0, len(links), _IN_BATCH):  # blobs: no JSON list; as parameters, a batch at a time
+            batch = [link_key(link) for link in links[start : start + _IN_BATCH]]
+            sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link IN ({', '.join('?' * len(batch))})"
+            out.update((link_of(link), session) for link, session in self._conn.execute(sql, (agent_id, *batch)))
+        return out
 
     def find_tips(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         return self._find("tips", agent_id, links)
@@ -248,13 +255,15 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         row = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE agent_id = ? AND session_id = ?", key).fetchone()
         if row is None:
             return None
-        links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
+        links = tuple(link_of(r[0]) for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
         decisions = {
             link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)
         }
         tip = (
             bool(links)
-            and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone()
+            and c.execute(
+                "SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, link_key(links[-1]), session_id)
+            ).fetchone()
             is not None
         )
         return StoredSession(SessionRecord(*row), links, decisions, tip)

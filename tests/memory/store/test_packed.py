@@ -88,3 +88,41 @@ def test_a_grep_of_the_files_sees_what_a_packed_body_holds(tmp_path: Path) -> No
     finally:
         store.close()
     assert [name for name, data in stored_bytes(tmp_path).items() if b"MARKER-31337" in data] == ["ruyi.db"]  # folded in
+
+
+def test_a_store_whose_links_are_text_migrates_to_16_bytes_and_reads_back(tmp_path: Path) -> None:
+    """Migration 9 on a file at schema 8 (links as 32 hex characters, as Ruyi wrote them then); a link that is not a
+    digest stays text, and both are found and loaded as before."""
+    from memory.store import sqlite_schema
+    from memory.store.base import ChainUpdate, Changes, SessionRecord
+
+    path = tmp_path / "ruyi.db"
+    digests = [f"{n:032x}" for n in (7, 8, 9)] + ["not-a-digest"]
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, migration in enumerate(sqlite_schema.MIGRATIONS[:8], 1):
+        for statement in migration.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO sessions (agent_id, session_id, created_at, last_seen, requests) VALUES ('a', 's', 1.0, 1.0, 1)")
+    conn.executemany("INSERT INTO chain VALUES ('a', 's', ?, ?)", list(enumerate(digests)))
+    conn.executemany("INSERT INTO links VALUES ('a', ?, 's')", [(d,) for d in digests])
+    conn.execute("INSERT INTO tips VALUES ('a', ?, 's')", (digests[-1],))
+    conn.close()
+    store = SQLiteStore(path)  # migrates
+    try:
+        loaded = store.load_session("a", "s")
+        assert loaded is not None and loaded.links == tuple(digests) and loaded.is_tip
+        assert store.find_links("a", digests[:2]) == {d: "s" for d in digests[:2]}
+        assert store.find_links("a", [*digests, "f" * 32, *(f"{n:032x}" for n in range(100, 130))]) == {d: "s" for d in digests}
+        assert store.find_tips("a", digests) == {digests[-1]: "s"}
+        kinds = store._conn.execute("SELECT typeof(link), count(*) FROM links GROUP BY 1 ORDER BY 1").fetchall()
+        assert kinds == [("blob", 3), ("text", 1)]
+        store.write(Changes(chains=[ChainUpdate("a", "s", 4, (f"{10:032x}",), False)], tips=[("a", f"{10:032x}", "s"), ("a", digests[-1], None)]))
+        assert store.load_session("a", "s").links[-1] == f"{10:032x}"  # type: ignore[union-attr]
+        assert store.find_tips("a", [f"{10:032x}", digests[-1]]) == {f"{10:032x}": "s"}
+        store.expire(2e9, 10)
+        assert store._conn.execute("SELECT count(*) FROM tips").fetchone()[0] == 0  # the session's tip went with it
+        assert store._conn.execute("SELECT count(*) FROM links").fetchone()[0] == 0
+    finally:
+        store.close()
