@@ -7,7 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from memory.store.base import Audit, Report, Turn
+from memory.store import sqlite_schema
+from memory.store.base import Audit, ChainUpdate, Changes, Report, Turn
 from memory.store.packed import DICTIONARIES, pack, unpack
 from memory.store.sqlite_recall import Recall
 from memory.store.sqlite_store import SQLiteStore
@@ -93,9 +94,6 @@ def test_a_grep_of_the_files_sees_what_a_packed_body_holds(tmp_path: Path) -> No
 def test_a_store_whose_links_are_text_migrates_to_16_bytes_and_reads_back(tmp_path: Path) -> None:
     """Migration 9 on a file at schema 8 (links as 32 hex characters, as Ruyi wrote them then); a link that is not a
     digest stays text, and both are found and loaded as before."""
-    from memory.store import sqlite_schema
-    from memory.store.base import ChainUpdate, Changes, SessionRecord
-
     path = tmp_path / "ruyi.db"
     digests = [f"{n:032x}" for n in (7, 8, 9)] + ["not-a-digest"]
     conn = sqlite3.connect(path, isolation_level=None)
