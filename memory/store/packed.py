@@ -9,6 +9,7 @@ changes** (rows written with it must stay readable): a better one is added under
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
 
@@ -54,3 +55,17 @@ def unpack(stored: str | bytes) -> Any:
         return json.loads(data.decode("utf-8", "surrogatepass"))
     z = zlib.decompressobj(-15, dictionary)
     return json.loads((z.decompress(data[1:]) + z.flush()).decode("utf-8", "surrogatepass"))
+
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def link_key(digest: str) -> str | bytes:
+    """A digest as the store keeps it (a chain's links, a raw turn's hash): its 32 lower-case hex characters as its 16
+    bytes; any other string (none that Ruyi makes) as it is."""
+    return bytes.fromhex(digest) if len(digest) == 32 and _HEX_DIGEST.fullmatch(digest) else digest
+
+
+def link_of(stored: str | bytes) -> str:
+    """A digest as kept (``link_key``), as the string it was."""
+    return stored if isinstance(stored, str) else bytes(stored).hex()

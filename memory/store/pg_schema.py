@@ -161,6 +161,8 @@ WRITTEN: dict[str, str] = {
     SQLITE_RECALL_ROWS: "SELECT 1",
     # SQLite's links as 16 bytes (9): PostgreSQL keeps them as text (not changed there)
     SQLITE_MIGRATIONS[8]: "SELECT 1",
+    # SQLite's raw turns' hashes as 16 bytes (10): PostgreSQL keeps them as text
+    SQLITE_MIGRATIONS[9]: "SELECT 1",
 }
 """SQLite's text of a later migration → PostgreSQL's own, where a translation would not do."""
 ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])

@@ -12,7 +12,7 @@ from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
 from memory.store.locks import WatchedLock
-from memory.store.packed import pack, unpack
+from memory.store.packed import link_key, link_of, pack, unpack
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -26,6 +26,9 @@ cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mk
 """.split()
 )
 TERMS_MAX = 24
+WAL_PAGES = 256
+"""This connection folds the write-ahead log in (passive) past this many pages, 1 MiB (SQLite's default: 1,000); the
+log's file, reused from its start after each, stays about this big (RELIABILITY.md, "Disk per request")."""
 EXPIRE_ROWS = 200
 """Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
 EXPIRE_PAUSE_S = 0.12
@@ -241,6 +244,7 @@ class Recall:
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
             self._conn.execute("PRAGMA synchronous = NORMAL")
 
     def write_background(self, items: Sequence[Item]) -> None:
@@ -262,7 +266,7 @@ class Recall:
         if isinstance(item, Turn):
             cur = c.execute(
                 "INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, item.turn, item.hash, item.role, now, pack(item.body)),
+                (*key, item.turn, link_key(item.hash), item.role, now, pack(item.body)),
             )
             if cur.rowcount and item.text.strip():
                 _index(c, key, "turn", f"{item.turn}:{item.hash}", item.text)
@@ -341,7 +345,8 @@ class Recall:
             return {"session_id": session_id, **_chunk(row)} if row else {"session_id": session_id, "chunk_id": ref}
         turn, _, digest = ref.partition(":")
         row = self._conn.execute(
-            "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?", (agent_id, session_id, int(turn), digest)
+            "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?",
+            (agent_id, session_id, int(turn), link_key(digest)),
         ).fetchone()
         return {"session_id": session_id, "turn": int(turn), "message": unpack(row[0]) if row else None}
 
@@ -396,10 +401,10 @@ class Recall:
                 return removed
             time.sleep(EXPIRE_PAUSE_S)  # searches and writes (of this process and others) take their turn
 
-    def _expire_step(self, gone: list[tuple[int, str, str, int, str]]) -> None:
+    def _expire_step(self, gone: list[tuple[int, str, str, int, str | bytes]]) -> None:
         by_session: dict[tuple[str, str], set[str]] = {}
         for _, agent, session, turn, digest in gone:
-            by_session.setdefault((agent, session), set()).add(f"{turn}:{digest}")
+            by_session.setdefault((agent, session), set()).add(f"{turn}:{link_of(digest)}")
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 
 import structlog
 
 from memory.store.base import StoreError
+from memory.store.packed import link_key
 from memory.store.sqlite_recall import BLOCKS as RECALL_BLOCKS
 from memory.store.sqlite_recall import ROWS as RECALL_ROWS
 from memory.store.sqlite_recall import SCHEMA as RECALL_SCHEMA
@@ -139,22 +139,14 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE links SET link = ruyi_link_key(link) WHERE typeof(link) = 'text';
     UPDATE tips SET link = ruyi_link_key(link) WHERE typeof(link) = 'text';
     """,
+    # 10: a raw turn's content hash (32 hex characters) kept as its 16 bytes, as links are (9)
+    """
+    UPDATE turns SET hash = ruyi_link_key(hash) WHERE typeof(hash) = 'text';
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 
 LATEST = len(MIGRATIONS)
-_HEX_LINK = re.compile(r"[0-9a-f]{32}")
-
-
-def link_key(link: str) -> str | bytes:
-    """A link as chain, links and tips keep it: a digest's 32 lower-case hex characters as its 16 bytes; any other
-    string (none that Ruyi makes) as it is."""
-    return bytes.fromhex(link) if len(link) == 32 and _HEX_LINK.fullmatch(link) else link
-
-
-def link_of(stored: str | bytes) -> str:
-    """A link as kept (``link_key``), as the string it was."""
-    return stored if isinstance(stored, str) else bytes(stored).hex()
 
 
 def version_of(conn: sqlite3.Connection) -> int:
@@ -169,7 +161,7 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
             f"{path}: the database is at schema version {found}, newer than this Ruyi understands ({LATEST}); "
             "run the Ruyi that wrote it, or point store.data_dir (RUYI_DATA_DIR) elsewhere"
         )
-    conn.create_function("ruyi_link_key", 1, link_key, deterministic=True)  # migration 9
+    conn.create_function("ruyi_link_key", 1, link_key, deterministic=True)  # migrations 9 and 10
     if found == 0:
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
     for version in range(found + 1, LATEST + 1):

@@ -91,9 +91,9 @@ def test_a_grep_of_the_files_sees_what_a_packed_body_holds(tmp_path: Path) -> No
     assert [name for name, data in stored_bytes(tmp_path).items() if b"MARKER-31337" in data] == ["ruyi.db"]  # folded in
 
 
-def test_a_store_whose_links_are_text_migrates_to_16_bytes_and_reads_back(tmp_path: Path) -> None:
-    """Migration 9 on a file at schema 8 (links as 32 hex characters, as Ruyi wrote them then); a link that is not a
-    digest stays text, and both are found and loaded as before."""
+def test_a_store_whose_links_and_turn_hashes_are_text_migrates_to_16_bytes_and_reads_back(tmp_path: Path) -> None:
+    """Migrations 9 and 10 on a file at schema 8 (links and raw turns' hashes as 32 hex characters, as Ruyi wrote them
+    then); one that is not a digest stays text, and both are found and loaded as before."""
     path = tmp_path / "ruyi.db"
     digests = [f"{n:032x}" for n in (7, 8, 9)] + ["not-a-digest"]
     conn = sqlite3.connect(path, isolation_level=None)
@@ -106,9 +106,20 @@ def test_a_store_whose_links_are_text_migrates_to_16_bytes_and_reads_back(tmp_pa
     conn.executemany("INSERT INTO chain VALUES ('a', 's', ?, ?)", list(enumerate(digests)))
     conn.executemany("INSERT INTO links VALUES ('a', ?, 's')", [(d,) for d in digests])
     conn.execute("INSERT INTO tips VALUES ('a', ?, 's')", (digests[-1],))
+    turn = {"role": "user", "content": "about parse_config"}
+    conn.executemany(  # raw turns' hashes as text too (migration 10), and their index rows (migration 8 carried them)
+        "INSERT INTO turns VALUES ('a', 's', ?, ?, 'user', 1.0, ?)", [(n, d, json.dumps(turn)) for n, d in enumerate(digests)]
+    )
     conn.close()
     store = SQLiteStore(path)  # migrates
+    recall = Recall(path)
     try:
+        recall.write_background([Turn("a", "s", 9, f"{99:032x}", "user", turn, turn["content"])])
+        assert recall.turns("a", "s") == [{"turn": n, "message": turn} for n in (0, 1, 2, 3, 9)]
+        assert [(h.ref, h.row["message"]) for h in recall.search("a", "s", "parse_config")] == [(f"9:{99:032x}", turn)]
+        kinds = store._conn.execute("SELECT typeof(hash), count(*) FROM turns GROUP BY 1 ORDER BY 1").fetchall()
+        assert kinds == [("blob", 4), ("text", 1)]
+        assert recall.expire_turns(2e9) == 5 and recall.turns("a", "s") == []
         loaded = store.load_session("a", "s")
         assert loaded is not None and loaded.links == tuple(digests) and loaded.is_tip
         assert store.find_links("a", digests[:2]) == {d: "s" for d in digests[:2]}
@@ -123,4 +134,5 @@ def test_a_store_whose_links_are_text_migrates_to_16_bytes_and_reads_back(tmp_pa
         assert store._conn.execute("SELECT count(*) FROM tips").fetchone()[0] == 0  # the session's tip went with it
         assert store._conn.execute("SELECT count(*) FROM links").fetchone()[0] == 0
     finally:
+        recall.close()
         store.close()
