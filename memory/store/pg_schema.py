@@ -163,6 +163,8 @@ WRITTEN: dict[str, str] = {
     SQLITE_MIGRATIONS[8]: "SELECT 1",
     # SQLite's raw turns' hashes as 16 bytes (10): PostgreSQL keeps them as text
     SQLITE_MIGRATIONS[9]: "SELECT 1",
+    # SQLite's raw turns expire in rowid order (11): PostgreSQL keeps its index by time (its DELETE uses it)
+    SQLITE_MIGRATIONS[10]: "SELECT 1",
 }
 """SQLite's text of a later migration → PostgreSQL's own, where a translation would not do."""
 ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])

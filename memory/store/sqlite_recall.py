@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -186,7 +187,20 @@ def _index(c: sqlite3.Connection, key: tuple[str, str], kind: str, ref: str, tex
     rowid, seq = _next_rowid(c, *key)
     indexed = index_text(text)
     c.execute(_INDEX, (rowid, indexed))
-    c.execute(_ROW, (rowid, *key, kind, ref, seq, pack(indexed)))
+    c.execute(_ROW, (rowid, *key, kind, ref_key(ref), seq, pack(indexed)))
+
+
+def ref_key(ref: str) -> str | bytes:
+    """A turn's ref (``turn:hash``) as ``recall_rows`` keeps it: the hash's 16 bytes, then the turn's number (a chunk's
+    id, or a hash that is not a digest, as it is)."""
+    turn, _, digest = ref.partition(":")
+    kept = link_key(digest)
+    return kept + turn.encode() if isinstance(kept, bytes) and turn.isdigit() else ref
+
+
+def ref_of(stored: str | bytes) -> str:
+    """A ref as kept (``ref_key``), as the string it was."""
+    return stored if isinstance(stored, str) else f"{bytes(stored[16:]).decode()}:{bytes(stored[:16]).hex()}"
 
 
 def session_ranges(c: sqlite3.Connection, agent_id: str, session_id: str) -> list[tuple[int, int]]:
@@ -329,7 +343,7 @@ class Recall:
                 if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
                     rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
             hits = [
-                Hit(kind, ref, matched(words, stored_text(indexed)), self._row(kind, ref, agent, session))
+                Hit(kind, ref_of(ref), matched(words, stored_text(indexed)), self._row(kind, ref_of(ref), agent, session))
                 for kind, ref, agent, session, indexed, _, _ in rows
             ]
         hits.sort(key=lambda h: -h.matched)
@@ -391,9 +405,10 @@ class Recall:
         removed = 0
         while True:
             with self._lock:
-                gone = self._conn.execute(
-                    "SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? ORDER BY created_at LIMIT ?", (before, rows)
-                ).fetchall()
+                # the oldest by rowid (written in time order: no index on created_at), up to the first not yet due
+                oldest = self._conn.execute("SELECT rowid, agent_id, session_id, turn, hash, created_at FROM turns ORDER BY rowid LIMIT ?", (rows,))
+                gone = list(itertools.takewhile(lambda r: r[5] < before, oldest.fetchall()))
+                gone = [g[:5] for g in gone]
                 if gone:
                     self._expire_step(gone)
             removed += len(gone)
@@ -411,7 +426,7 @@ class Recall:
             for (agent, session), refs in by_session.items():  # the session's index rows, by its rowid range
                 for first, last in session_ranges(c, agent, session):
                     indexed = c.execute("SELECT id, ref FROM recall_rows WHERE id BETWEEN ? AND ? AND kind = 'turn'", (first, last))
-                    for r in [r for r, ref in indexed.fetchall() if ref in refs]:
+                    for r in [r for r, ref in indexed.fetchall() if ref_of(ref) in refs]:
                         unindex(c, "id = ?", (r,))
             c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
         except BaseException:

@@ -143,6 +143,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     UPDATE turns SET hash = ruyi_link_key(hash) WHERE typeof(hash) = 'text';
     """,
+    # 11: raw turns expire in rowid order (the order they were written in): their index by time goes
+    """
+    DROP INDEX turns_by_time;
+    """,
 )
 """Migration N (1-based) takes a database from version N-1 to N. Append; never edit a released one."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 from memory.store import sqlite_schema
@@ -136,3 +137,24 @@ def test_a_store_whose_links_and_turn_hashes_are_text_migrates_to_16_bytes_and_r
     finally:
         recall.close()
         store.close()
+
+
+def test_raw_turns_expire_oldest_first_without_an_index_by_time(tmp_path: Path) -> None:
+    """Migration 11 dropped turns_by_time: expiry walks the turns in rowid order (the order they were written in) and
+    stops at the first one not yet due, in steps."""
+    path = tmp_path / "ruyi.db"
+    SQLiteStore(path).close()
+    recall = Recall(path)
+    try:
+        turn = {"role": "user", "content": "about parse_config"}
+        recall.write_background([Turn("a", "s", n, f"{n:032x}", "user", turn, turn["content"]) for n in range(9)])
+        between = time.time()
+        time.sleep(0.01)
+        recall.write_background([Turn("a", "t", n, f"{n:032x}", "user", turn, turn["content"]) for n in range(4)])
+        assert recall.expire_turns(between, rows=4) == 9  # three steps: 4, 4, 1 (then the first not yet due stops it)
+        assert recall.turns("a", "s") == [] and len(recall.turns("a", "t")) == 4
+        assert {h.row["session_id"] for h in recall.search("a", None, "parse_config", limit=20)} == {"t"}
+        assert recall._conn.execute("SELECT count(*) FROM recall_rows").fetchone()[0] == 4
+        assert recall._conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'turns_by_time'").fetchone()[0] == 0
+    finally:
+        recall.close()
