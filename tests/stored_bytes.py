@@ -1,5 +1,5 @@
 """What a data directory holds, for tests that grep it for a text: each file's bytes, and the text of every packed body
-(memory/store/packed.py: audit records, reports, raw turns, deflated) found anywhere in it, live rows, free pages and
+(memory/store/sqlite_schema.py, ``pack``: audit records, reports, raw turns, deflated) found anywhere in it, live rows, free pages and
 the write-ahead log's frames alike, so a grep still sees what packing hides."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-from memory.store.packed import DICTIONARIES
+from memory.store.sqlite_schema import DICTIONARIES
 
 WINDOW = 1 << 20
 """The most packed bytes tried from one offset (a body that spills onto SQLite's overflow pages is read up to the break)."""

@@ -8,9 +8,9 @@ import psycopg
 import structlog
 
 from memory.store.base import StoreError
-from memory.store.sqlite_recall import BLOCKS as SQLITE_RECALL_BLOCKS
-from memory.store.sqlite_recall import ROWS as SQLITE_RECALL_ROWS
 from memory.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
+from memory.store.sqlite_schema import RECALL_BLOCKS as SQLITE_RECALL_BLOCKS
+from memory.store.sqlite_schema import RECALL_ROWS as SQLITE_RECALL_ROWS
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
 from memory.store.locks import WatchedLock
-from memory.store.packed import link_key, link_of, pack, unpack
+from memory.store.sqlite_schema import BLOCKS, ROWS, SCHEMA, link_key, link_of, pack, unpack
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -76,91 +76,11 @@ def matched(words: list[str], text: str) -> int:
     return sum(2 if w.count(" ") >= 2 else 1 for w in words if f" {w} " in flat)
 
 
-SCHEMA = """
-CREATE TABLE turns (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, turn INTEGER NOT NULL, hash TEXT NOT NULL, role TEXT,
-    created_at REAL NOT NULL, body TEXT NOT NULL, UNIQUE (agent_id, session_id, turn, hash)
-);
-CREATE INDEX turns_by_time ON turns (created_at);
-CREATE TABLE chunks (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, chunk_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-    created_at REAL NOT NULL, source TEXT NOT NULL, tags TEXT NOT NULL, anchors TEXT NOT NULL, line TEXT NOT NULL,
-    summary TEXT NOT NULL, UNIQUE (agent_id, session_id, chunk_id)
-);
-CREATE TABLE archives (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, number INTEGER NOT NULL,
-    created_at REAL NOT NULL, body TEXT NOT NULL, UNIQUE (agent_id, session_id, archive_id)
-);
-CREATE VIRTUAL TABLE recall_fts USING fts5(
-    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
-)
-"""
-"""The tables (migration 2 of the store; run as is for a store kept in memory). No ';' inside a statement."""
 SLOT_BITS = 21
 """A session's rows live in a block of 2**21 rowids (a fuller session gets another); an agent's sessions in a block of
 2**21 session blocks (an agent with more gets another): the rowid is agent block << 42 | session slot << 21 | row."""
 SLOT = 1 << SLOT_BITS
 AGENT = 1 << (2 * SLOT_BITS)
-BLOCKS = """
-CREATE TABLE recall_agents (
-    agent_id TEXT NOT NULL, block INTEGER NOT NULL, sessions INTEGER NOT NULL, PRIMARY KEY (agent_id, block)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX recall_agents_by_block ON recall_agents (block);
-CREATE TABLE recall_sessions (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, base INTEGER NOT NULL, next INTEGER NOT NULL,
-    PRIMARY KEY (agent_id, session_id, base)
-) WITHOUT ROWID;
-CREATE TABLE recall_seq (n INTEGER NOT NULL);
-CREATE TEMP TABLE recall_moved (
-    old INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, row INTEGER NOT NULL, block INTEGER NOT NULL,
-    slot INTEGER NOT NULL, base INTEGER NOT NULL
-);
-INSERT INTO recall_moved
-    WITH numbered AS (
-        SELECT rowid AS old, agent_id, session_id, row_number() OVER (PARTITION BY agent_id, session_id ORDER BY rowid) - 1 AS n
-        FROM recall_fts
-    ), placed AS (
-        SELECT old, agent_id, session_id, n % 2097152 AS row,
-               dense_rank() OVER (ORDER BY agent_id) AS block,
-               dense_rank() OVER (PARTITION BY agent_id ORDER BY session_id, n / 2097152) - 1 AS slot
-        FROM numbered
-    )
-    SELECT old, agent_id, session_id, row, block, slot, (block << 42) | (slot << 21) AS base FROM placed;
-CREATE VIRTUAL TABLE recall_fts_blocks USING fts5(
-    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, seq UNINDEXED,
-    tokenize = 'unicode61 remove_diacritics 2'
-);
-INSERT INTO recall_fts_blocks (rowid, text, agent_id, session_id, kind, ref, seq)
-    SELECT m.base | m.row, f.text, f.agent_id, f.session_id, f.kind, f.ref, f.rowid
-    FROM recall_fts f JOIN recall_moved m ON m.old = f.rowid ORDER BY f.rowid;
-INSERT INTO recall_agents SELECT agent_id, block, max(slot) + 1 FROM recall_moved GROUP BY agent_id, block;
-INSERT INTO recall_sessions SELECT agent_id, session_id, base, max(row) + 1 FROM recall_moved GROUP BY agent_id, session_id, base;
-INSERT INTO recall_seq SELECT coalesce(max(rowid), 0) FROM recall_fts;
-DROP TABLE recall_moved;
-DROP TABLE recall_fts;
-ALTER TABLE recall_fts_blocks RENAME TO recall_fts
-"""
-"""Migration 7: the index's rows are numbered by agent and session (``SLOT_BITS``), existing rows carried over, so a
-search is a MATCH within its session's (its agent's) rowid range: FTS5 seeks its term lists to that range, and reads
-and ranks only those rows, while the ranking (bm25 over the whole index) stays what it was. ``seq`` keeps the order rows
-were written in (ties are broken by it, as they were by the rowid). Limit: an existing store with over 2**21 sessions
-for one agent would not migrate (none comes near)."""
-ROWS = """
-CREATE TABLE recall_rows (
-    id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, kind TEXT NOT NULL, ref TEXT NOT NULL,
-    seq INTEGER NOT NULL, text NOT NULL
-);
-INSERT INTO recall_rows SELECT rowid, agent_id, session_id, kind, ref, seq, text FROM recall_fts ORDER BY rowid;
-CREATE VIRTUAL TABLE recall_index USING fts5(text, content = '', tokenize = 'unicode61 remove_diacritics 2');
-INSERT INTO recall_index (rowid, text) SELECT id, text FROM recall_rows ORDER BY id;
-DROP TABLE recall_fts;
-ALTER TABLE recall_index RENAME TO recall_fts
-"""
-"""Migration 8: the full-text index keeps no copy of its own (FTS5 contentless): what it indexed and each row's agent,
-session, kind, ref and ``seq`` are in ``recall_rows`` under the same rowid, the text packed (memory/store/packed.py; rows
-carried over stay plain text). The rowid ranges, the terms indexed and the ranking (bm25) are what they were. A
-contentless FTS5 row is removed by handing the index the text it indexed (SQLite 3.40 has no ``contentless_delete``):
-``unindex`` reads it back from ``recall_rows``, exactly as it was given."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
 """Per-session tables, removed with their session (``recall_fts``: with ``recall_rows``, by ``delete_sessions``)."""
 

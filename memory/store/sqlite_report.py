@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from memory.store.base import AuditRecord
-from memory.store.packed import unpack
 from memory.store.sqlite_recall import session_ranges, unindex
+from memory.store.sqlite_schema import unpack
 
 TRUNCATE_WAIT_MS = 100
 """How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""

@@ -27,12 +27,11 @@ from memory.store.base import (
     Usage,
 )
 from memory.store.locks import FileSessionLocks, SlotLock
-from memory.store.packed import link_key, link_of, pack, unpack
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
 from memory.store.sqlite_recall import delete_sessions, unindex
 from memory.store.sqlite_report import TRUNCATE_WAIT_MS, SQLiteReport, SQLiteSize
-from memory.store.sqlite_schema import migrate
+from memory.store.sqlite_schema import link_key, link_of, migrate, pack, unpack
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)

@@ -11,7 +11,7 @@ import aiohttp
 import openai
 from aiohttp.test_utils import TestServer
 
-from memory.store.packed import unpack
+from memory.store.sqlite_schema import unpack
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 

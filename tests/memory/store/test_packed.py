@@ -1,5 +1,5 @@
-"""Packed bodies (memory/store/packed.py): audit records, reports and raw turns deflated against a preset dictionary
-read back as written, rows of an older Ruyi (plain JSON text) beside them, and a grep of the files still sees them."""
+"""Packed rows (memory/store/sqlite_schema.py, ``pack``): audit records, reports and raw turns deflated against a preset
+dictionary read back as written, rows of an older Ruyi (plain JSON text) beside them, and a grep of the files still sees them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from memory.store import sqlite_schema
 from memory.store.base import Audit, ChainUpdate, Changes, Report, Turn
-from memory.store.packed import DICTIONARIES, pack, unpack
 from memory.store.sqlite_recall import Recall
+from memory.store.sqlite_schema import DICTIONARIES, pack, unpack
 from memory.store.sqlite_store import SQLiteStore
 from tests.stored_bytes import stored_bytes
 
