@@ -8,8 +8,9 @@ import psycopg
 import structlog
 
 from memory.store.base import StoreError
-from memory.store.sqlite_recall import BLOCKS as SQLITE_RECALL_BLOCKS
 from memory.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
+from memory.store.sqlite_schema import RECALL_BLOCKS as SQLITE_RECALL_BLOCKS
+from memory.store.sqlite_schema import RECALL_ROWS as SQLITE_RECALL_ROWS
 
 log = structlog.get_logger(__name__)
 
@@ -156,6 +157,14 @@ WRITTEN: dict[str, str] = {
     # SQLite's recall index numbered by agent and session (7): PostgreSQL's recall_fts is keyed by (agent_id, session_id,
     # kind, ref) already, so a session's rows are found by its primary key's index: nothing to change
     SQLITE_RECALL_BLOCKS: "SELECT 1",
+    # SQLite's recall index without its own copy of the text (8): PostgreSQL's recall_fts is a table of its own already
+    SQLITE_RECALL_ROWS: "SELECT 1",
+    # SQLite's links as 16 bytes (9): PostgreSQL keeps them as text (not changed there)
+    SQLITE_MIGRATIONS[8]: "SELECT 1",
+    # SQLite's raw turns' hashes as 16 bytes (10): PostgreSQL keeps them as text
+    SQLITE_MIGRATIONS[9]: "SELECT 1",
+    # SQLite's raw turns expire in rowid order (11): PostgreSQL keeps its index by time (its DELETE uses it)
+    SQLITE_MIGRATIONS[10]: "SELECT 1",
 }
 """SQLite's text of a later migration → PostgreSQL's own, where a translation would not do."""
 ALL_MIGRATIONS: tuple[str, ...] = MIGRATIONS[:_FIRST] + tuple(WRITTEN.get(m) or translated(m) for m in SQLITE_MIGRATIONS[_FIRST:])

@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.store.base import Stall, StoreError
 from memory.store.locks import WatchedLock
+from memory.store.sqlite_recall import WAL_PAGES
 from memory.store.sqlite_schema import migrate
 
 
@@ -62,6 +63,7 @@ class Database:
             self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
             if path is not None:
                 self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")  # the log stays about 1 MiB
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn, path or Path(":memory:"))
         except (OSError, sqlite3.Error) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -12,6 +13,7 @@ from typing import Any
 
 from memory.store.base import ChunkRow, Hit, Item, Turn
 from memory.store.locks import WatchedLock
+from memory.store.sqlite_schema import BLOCKS, ROWS, SCHEMA, link_key, link_of, pack, unpack
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -25,6 +27,9 @@ cat sed grep awk echo ls cd find head tail python python3 pytest git rm mv cp mk
 """.split()
 )
 TERMS_MAX = 24
+WAL_PAGES = 256
+"""This connection folds the write-ahead log in (passive) past this many pages, 1 MiB (SQLite's default: 1,000); the
+log's file, reused from its start after each, stays about this big (RELIABILITY.md, "Disk per request")."""
 EXPIRE_ROWS = 200
 """Raw turns removed per transaction by ``expire_turns`` (the lock is released between two)."""
 EXPIRE_PAUSE_S = 0.12
@@ -71,80 +76,51 @@ def matched(words: list[str], text: str) -> int:
     return sum(2 if w.count(" ") >= 2 else 1 for w in words if f" {w} " in flat)
 
 
-SCHEMA = """
-CREATE TABLE turns (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, turn INTEGER NOT NULL, hash TEXT NOT NULL, role TEXT,
-    created_at REAL NOT NULL, body TEXT NOT NULL, UNIQUE (agent_id, session_id, turn, hash)
-);
-CREATE INDEX turns_by_time ON turns (created_at);
-CREATE TABLE chunks (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, chunk_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-    created_at REAL NOT NULL, source TEXT NOT NULL, tags TEXT NOT NULL, anchors TEXT NOT NULL, line TEXT NOT NULL,
-    summary TEXT NOT NULL, UNIQUE (agent_id, session_id, chunk_id)
-);
-CREATE TABLE archives (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, number INTEGER NOT NULL,
-    created_at REAL NOT NULL, body TEXT NOT NULL, UNIQUE (agent_id, session_id, archive_id)
-);
-CREATE VIRTUAL TABLE recall_fts USING fts5(
-    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
-)
-"""
-"""The tables (migration 2 of the store; run as is for a store kept in memory). No ';' inside a statement."""
 SLOT_BITS = 21
 """A session's rows live in a block of 2**21 rowids (a fuller session gets another); an agent's sessions in a block of
 2**21 session blocks (an agent with more gets another): the rowid is agent block << 42 | session slot << 21 | row."""
 SLOT = 1 << SLOT_BITS
 AGENT = 1 << (2 * SLOT_BITS)
-BLOCKS = """
-CREATE TABLE recall_agents (
-    agent_id TEXT NOT NULL, block INTEGER NOT NULL, sessions INTEGER NOT NULL, PRIMARY KEY (agent_id, block)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX recall_agents_by_block ON recall_agents (block);
-CREATE TABLE recall_sessions (
-    agent_id TEXT NOT NULL, session_id TEXT NOT NULL, base INTEGER NOT NULL, next INTEGER NOT NULL,
-    PRIMARY KEY (agent_id, session_id, base)
-) WITHOUT ROWID;
-CREATE TABLE recall_seq (n INTEGER NOT NULL);
-CREATE TEMP TABLE recall_moved (
-    old INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, row INTEGER NOT NULL, block INTEGER NOT NULL,
-    slot INTEGER NOT NULL, base INTEGER NOT NULL
-);
-INSERT INTO recall_moved
-    WITH numbered AS (
-        SELECT rowid AS old, agent_id, session_id, row_number() OVER (PARTITION BY agent_id, session_id ORDER BY rowid) - 1 AS n
-        FROM recall_fts
-    ), placed AS (
-        SELECT old, agent_id, session_id, n % 2097152 AS row,
-               dense_rank() OVER (ORDER BY agent_id) AS block,
-               dense_rank() OVER (PARTITION BY agent_id ORDER BY session_id, n / 2097152) - 1 AS slot
-        FROM numbered
-    )
-    SELECT old, agent_id, session_id, row, block, slot, (block << 42) | (slot << 21) AS base FROM placed;
-CREATE VIRTUAL TABLE recall_fts_blocks USING fts5(
-    text, agent_id UNINDEXED, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, seq UNINDEXED,
-    tokenize = 'unicode61 remove_diacritics 2'
-);
-INSERT INTO recall_fts_blocks (rowid, text, agent_id, session_id, kind, ref, seq)
-    SELECT m.base | m.row, f.text, f.agent_id, f.session_id, f.kind, f.ref, f.rowid
-    FROM recall_fts f JOIN recall_moved m ON m.old = f.rowid ORDER BY f.rowid;
-INSERT INTO recall_agents SELECT agent_id, block, max(slot) + 1 FROM recall_moved GROUP BY agent_id, block;
-INSERT INTO recall_sessions SELECT agent_id, session_id, base, max(row) + 1 FROM recall_moved GROUP BY agent_id, session_id, base;
-INSERT INTO recall_seq SELECT coalesce(max(rowid), 0) FROM recall_fts;
-DROP TABLE recall_moved;
-DROP TABLE recall_fts;
-ALTER TABLE recall_fts_blocks RENAME TO recall_fts
-"""
-"""Migration 7: the index's rows are numbered by agent and session (``SLOT_BITS``), existing rows carried over, so a
-search is a MATCH within its session's (its agent's) rowid range: FTS5 seeks its term lists to that range, and reads
-and ranks only those rows, while the ranking (bm25 over the whole index) stays what it was. ``seq`` keeps the order rows
-were written in (ties are broken by it, as they were by the rowid). Limit: an existing store with over 2**21 sessions
-for one agent would not migrate (none comes near)."""
 TABLES = ("turns", "chunks", "archives", "recall_fts")
-"""Per-session tables, removed with their session."""
+"""Per-session tables, removed with their session (``recall_fts``: with ``recall_rows``, by ``delete_sessions``)."""
 
 
-_INDEX = "INSERT INTO recall_fts (rowid, text, agent_id, session_id, kind, ref, seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INDEX = "INSERT INTO recall_fts (rowid, text) VALUES (?, ?)"
+_ROW = "INSERT INTO recall_rows VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def stored_text(stored: str | bytes) -> str:
+    """An index row's text as ``recall_rows`` keeps it: packed, or plain (rows carried over by migration 8)."""
+    return stored if isinstance(stored, str) else str(unpack(stored))
+
+
+def unindex(c: sqlite3.Connection, where: str, args: Sequence[Any]) -> int:
+    """Remove the index rows of ``recall_rows`` that ``where`` selects, from both (in the caller's transaction);
+    returns how many."""
+    rows = c.execute(f"SELECT id, text FROM recall_rows WHERE {where}", args).fetchall()
+    c.executemany("INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', ?, ?)", [(i, stored_text(t)) for i, t in rows])
+    c.executemany("DELETE FROM recall_rows WHERE id = ?", [(i,) for i, _ in rows])
+    return len(rows)
+
+
+def _index(c: sqlite3.Connection, key: tuple[str, str], kind: str, ref: str, text: str) -> None:
+    rowid, seq = _next_rowid(c, *key)
+    indexed = index_text(text)
+    c.execute(_INDEX, (rowid, indexed))
+    c.execute(_ROW, (rowid, *key, kind, ref_key(ref), seq, pack(indexed)))
+
+
+def ref_key(ref: str) -> str | bytes:
+    """A turn's ref (``turn:hash``) as ``recall_rows`` keeps it: the hash's 16 bytes, then the turn's number (a chunk's
+    id, or a hash that is not a digest, as it is)."""
+    turn, _, digest = ref.partition(":")
+    kept = link_key(digest)
+    return kept + turn.encode() if isinstance(kept, bytes) and turn.isdigit() else ref
+
+
+def ref_of(stored: str | bytes) -> str:
+    """A ref as kept (``ref_key``), as the string it was."""
+    return stored if isinstance(stored, str) else f"{bytes(stored[16:]).decode()}:{bytes(stored[:16]).hex()}"
 
 
 def session_ranges(c: sqlite3.Connection, agent_id: str, session_id: str) -> list[tuple[int, int]]:
@@ -164,7 +140,7 @@ def delete_sessions(c: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> i
     removed = 0
     for agent_id, session_id in keys:
         for first, last in session_ranges(c, agent_id, session_id):
-            removed += c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ?", (first, last)).rowcount
+            removed += unindex(c, "id BETWEEN ? AND ?", (first, last))
     c.executemany("DELETE FROM recall_sessions WHERE agent_id = ? AND session_id = ?", keys)
     return removed
 
@@ -198,10 +174,11 @@ class Recall:
         self._conn = sqlite3.connect(self.location, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False)
         self._lock = WatchedLock()
         if path is None:
-            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";")):
+            for statement in (*SCHEMA.split(";"), *BLOCKS.split(";"), *ROWS.split(";")):
                 self._conn.execute(statement)
         else:
             self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
             self._conn.execute("PRAGMA synchronous = NORMAL")
 
     def write_background(self, items: Sequence[Item]) -> None:
@@ -223,11 +200,10 @@ class Recall:
         if isinstance(item, Turn):
             cur = c.execute(
                 "INSERT OR IGNORE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, item.turn, item.hash, item.role, now, json.dumps(item.body, ensure_ascii=False)),
+                (*key, item.turn, link_key(item.hash), item.role, now, pack(item.body)),
             )
             if cur.rowcount and item.text.strip():
-                rowid, seq = _next_rowid(c, *key)
-                c.execute(_INDEX, (rowid, index_text(item.text), *key, "turn", f"{item.turn}:{item.hash}", seq))
+                _index(c, key, "turn", f"{item.turn}:{item.hash}", item.text)
         elif isinstance(item, ChunkRow):
             cur = c.execute(
                 "INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -245,8 +221,7 @@ class Recall:
                 ),
             )
             if cur.rowcount:
-                rowid, seq = _next_rowid(c, *key)
-                c.execute(_INDEX, (rowid, index_text(item.summary), *key, "chunk", item.chunk_id, seq))
+                _index(c, key, "chunk", item.chunk_id, item.summary)
         else:
             c.execute(
                 "INSERT OR IGNORE INTO archives VALUES (?, ?, ?, ?, ?, ?)",
@@ -269,11 +244,12 @@ class Recall:
         scope = list(agents) if agents is not None else [agent_id]
         everyone = scope == ["*"]  # every agent's archives: only when the config allows it and the request asks
         sql = (
-            "SELECT kind, ref, agent_id, session_id, text, bm25(recall_fts), seq FROM recall_fts WHERE recall_fts MATCH ?"
-            + ("" if everyone else " AND rowid BETWEEN ? AND ?")
-            + ("" if everyone else f" AND agent_id IN ({', '.join('?' * len(scope))})")
-            + (" AND session_id = ?" if session_id is not None else "")
-            + f" AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), seq LIMIT ?"
+            "SELECT r.kind, r.ref, r.agent_id, r.session_id, r.text, bm25(recall_fts), r.seq FROM recall_fts "
+            "JOIN recall_rows r ON r.id = recall_fts.rowid WHERE recall_fts MATCH ?"
+            + ("" if everyone else " AND recall_fts.rowid BETWEEN ? AND ?")
+            + ("" if everyone else f" AND r.agent_id IN ({', '.join('?' * len(scope))})")
+            + (" AND r.session_id = ?" if session_id is not None else "")
+            + f" AND r.kind IN ({', '.join('?' * len(kinds))}) ORDER BY bm25(recall_fts), r.seq LIMIT ?"
         )
         rest = [*([] if everyone else scope), *([session_id] if session_id is not None else []), *kinds, limit * 4]
         query = match_query(words)
@@ -287,7 +263,8 @@ class Recall:
                 if len(ranges) > 1:  # the best of each range, merged as one query would have ranked them
                     rows = sorted(rows, key=lambda r: (r[5], r[6]))[: limit * 4]
             hits = [
-                Hit(kind, ref, matched(words, indexed), self._row(kind, ref, agent, session)) for kind, ref, agent, session, indexed, _, _ in rows
+                Hit(kind, ref_of(ref), matched(words, stored_text(indexed)), self._row(kind, ref_of(ref), agent, session))
+                for kind, ref, agent, session, indexed, _, _ in rows
             ]
         hits.sort(key=lambda h: -h.matched)
         return hits[:limit]
@@ -302,9 +279,10 @@ class Recall:
             return {"session_id": session_id, **_chunk(row)} if row else {"session_id": session_id, "chunk_id": ref}
         turn, _, digest = ref.partition(":")
         row = self._conn.execute(
-            "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?", (agent_id, session_id, int(turn), digest)
+            "SELECT body FROM turns WHERE agent_id = ? AND session_id = ? AND turn = ? AND hash = ?",
+            (agent_id, session_id, int(turn), link_key(digest)),
         ).fetchone()
-        return {"session_id": session_id, "turn": int(turn), "message": json.loads(row[0]) if row else None}
+        return {"session_id": session_id, "turn": int(turn), "message": unpack(row[0]) if row else None}
 
     def chunks(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -338,7 +316,7 @@ class Recall:
                 "SELECT turn, body FROM turns WHERE agent_id = ? AND session_id = ? AND turn >= ? AND turn <= ? ORDER BY turn, rowid",
                 (agent_id, session_id, first, last if last is not None else 1 << 62),
             ).fetchall()
-        return [{"turn": t, "message": json.loads(b)} for t, b in rows]
+        return [{"turn": t, "message": unpack(b)} for t, b in rows]
 
     def expire_turns(self, before: float, rows: int = EXPIRE_ROWS) -> int:
         """Remove raw turns written before ``before`` (``s0.retention_days``); returns how many. In steps of ``rows`` turns,
@@ -347,9 +325,10 @@ class Recall:
         removed = 0
         while True:
             with self._lock:
-                gone = self._conn.execute(
-                    "SELECT rowid, agent_id, session_id, turn, hash FROM turns WHERE created_at < ? ORDER BY created_at LIMIT ?", (before, rows)
-                ).fetchall()
+                # the oldest by rowid (written in time order: no index on created_at), up to the first not yet due
+                oldest = self._conn.execute("SELECT rowid, agent_id, session_id, turn, hash, created_at FROM turns ORDER BY rowid LIMIT ?", (rows,))
+                gone = list(itertools.takewhile(lambda r: r[5] < before, oldest.fetchall()))
+                gone = [g[:5] for g in gone]
                 if gone:
                     self._expire_step(gone)
             removed += len(gone)
@@ -357,17 +336,18 @@ class Recall:
                 return removed
             time.sleep(EXPIRE_PAUSE_S)  # searches and writes (of this process and others) take their turn
 
-    def _expire_step(self, gone: list[tuple[int, str, str, int, str]]) -> None:
+    def _expire_step(self, gone: list[tuple[int, str, str, int, str | bytes]]) -> None:
         by_session: dict[tuple[str, str], set[str]] = {}
         for _, agent, session, turn, digest in gone:
-            by_session.setdefault((agent, session), set()).add(f"{turn}:{digest}")
+            by_session.setdefault((agent, session), set()).add(f"{turn}:{link_of(digest)}")
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:
             for (agent, session), refs in by_session.items():  # the session's index rows, by its rowid range
                 for first, last in session_ranges(c, agent, session):
-                    indexed = c.execute("SELECT rowid, ref FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind = 'turn'", (first, last))
-                    c.executemany("DELETE FROM recall_fts WHERE rowid = ?", [(r,) for r, ref in indexed.fetchall() if ref in refs])
+                    indexed = c.execute("SELECT id, ref FROM recall_rows WHERE id BETWEEN ? AND ? AND kind = 'turn'", (first, last))
+                    for r in [r for r, ref in indexed.fetchall() if ref_of(ref) in refs]:
+                        unindex(c, "id = ?", (r,))
             c.executemany("DELETE FROM turns WHERE rowid = ?", [(g[0],) for g in gone])
         except BaseException:
             c.execute("ROLLBACK")

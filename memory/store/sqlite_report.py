@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -10,7 +9,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from memory.store.base import AuditRecord
-from memory.store.sqlite_recall import session_ranges
+from memory.store.sqlite_recall import session_ranges, unindex
+from memory.store.sqlite_schema import unpack
 
 TRUNCATE_WAIT_MS = 100
 """How long a truncating checkpoint waits for readers and writers (it blocks new writers meanwhile): past it, passive."""
@@ -32,7 +32,7 @@ class SQLiteReport:
             (since if since is not None else float("-inf"),),
         )
         for agent_id, session_id, request_id, created_at, body in rows:
-            yield AuditRecord(agent_id, session_id, request_id, float(created_at), json.loads(body))
+            yield AuditRecord(agent_id, session_id, request_id, float(created_at), unpack(body))
 
 
 class SQLiteSize:
@@ -93,7 +93,7 @@ class SQLiteSize:
                     for first, last in session_ranges(c, *key):
                         self._count(
                             "recall_fts",
-                            c.execute("DELETE FROM recall_fts WHERE rowid BETWEEN ? AND ? AND kind IN ('turn', 'chunk')", (first, last)).rowcount,
+                            unindex(c, "id BETWEEN ? AND ? AND kind IN ('turn', 'chunk')", (first, last)),
                         )
                     for table in ("turns", "chunks"):
                         self._count(table, c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", key).rowcount)

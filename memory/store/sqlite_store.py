@@ -29,9 +29,9 @@ from memory.store.base import (
 from memory.store.locks import FileSessionLocks, SlotLock
 from memory.store.sqlite_database import immediate, private_file
 from memory.store.sqlite_recall import TABLES as RECALL_TABLES
-from memory.store.sqlite_recall import delete_sessions
+from memory.store.sqlite_recall import delete_sessions, unindex
 from memory.store.sqlite_report import TRUNCATE_WAIT_MS, SQLiteReport, SQLiteSize
-from memory.store.sqlite_schema import migrate
+from memory.store.sqlite_schema import link_key, link_of, migrate, pack, unpack
 from redaction.redact import redact_value
 
 log = structlog.get_logger(__name__)
@@ -44,8 +44,11 @@ _UPSERT_SESSION = (
 )
 _IN_LIST = "IN (SELECT value FROM json_each(?))"
 _POINT_LOOKUPS = 4
-CHECKPOINT_BYTES = 4 << 20
-"""Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB)."""
+_IN_BATCH = 500
+CHECKPOINT_BYTES = 1 << 20
+"""Fold the write-ahead log into the database once it is this big (SQLite's own default is about 4 MiB): the log's file
+is reused from its start after each, so it stays about this big between two truncations (4 MiB was 0.37 KB a request
+of a 10-minute soak at 20 requests/s, RELIABILITY.md "Disk per request")."""
 TRUNCATE_EVERY_S = 60.0
 """At most this often (and whenever the log passed ``TRUNCATE_BYTES``) a checkpoint also empties the log file, so its size
 stays bounded (a passive one reuses the file from its start but never shrinks it)."""
@@ -183,10 +186,10 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
                 key = (chain.agent_id, chain.session_id)
                 if chain.replaces:
                     c.execute("DELETE FROM chain WHERE agent_id = ? AND session_id = ? AND pos >= ?", (*key, chain.start))
-                _many(c, "INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link) for i, link in enumerate(chain.links)])
-            _many(c, "INSERT OR REPLACE INTO links VALUES (?, ?, ?)", changes.links)
-            _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link) for a, link, s in changes.tips if s is None])
-            _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [t for t in changes.tips if t[2] is not None])
+                _many(c, "INSERT INTO chain VALUES (?, ?, ?, ?)", [(*key, chain.start + i, link_key(link)) for i, link in enumerate(chain.links)])
+            _many(c, "INSERT OR REPLACE INTO links VALUES (?, ?, ?)", [(a, link_key(link), s) for a, link, s in changes.links])
+            _many(c, "DELETE FROM tips WHERE agent_id = ? AND link = ?", [(a, link_key(link)) for a, link, s in changes.tips if s is None])
+            _many(c, "INSERT OR REPLACE INTO tips VALUES (?, ?, ?)", [(a, link_key(link), s) for a, link, s in changes.tips if s is not None])
             _many(
                 c,
                 "INSERT INTO decisions VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, session_id, link) DO UPDATE SET body = excluded.body",
@@ -206,10 +209,10 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         now = time.time()
         reports = [i for i in items if isinstance(i, Report)]
         # rows made (redacted, as JSON) before the connection's ``lock`` is taken: requests wait for it meanwhile
-        report_rows = [(r.agent_id, r.session_id, r.key, now, _json(redact_value(r.body))) for r in reports]
+        report_rows = [(r.agent_id, r.session_id, r.key, now, pack(redact_value(r.body))) for r in reports]
         kept = {(r.agent_id, r.session_id, r.keep) for r in reports}
         usage_rows = [(u.upstream_prompt_tokens, u.cached_tokens, u.calibration, u.agent_id, u.session_id) for u in items if isinstance(u, Usage)]
-        audit_rows = [(a.agent_id, a.session_id, a.request_id, now, _json(redact_value(a.body))) for a in items if isinstance(a, Audit)]
+        audit_rows = [(a.agent_id, a.session_id, a.request_id, now, pack(redact_value(a.body))) for a in items if isinstance(a, Audit)]
         ratio_rows = [(m.model, m.ratio, now) for m in items if isinstance(m, ModelRatio)]
         with lock if lock is not None else nullcontext(), self._bounded() as c:
             _many(c, "INSERT OR IGNORE INTO reports VALUES (?, ?, ?, ?, ?)", report_rows)
@@ -231,10 +234,14 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
     def _find(self, table: str, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         if len(links) <= _POINT_LOOKUPS:  # the usual case (the messages since the last request): cheaper one by one
             sql = f"SELECT session_id FROM {table} WHERE agent_id = ? AND link = ?"
-            found = ((link, self._conn.execute(sql, (agent_id, link)).fetchone()) for link in links)
+            found = ((link, self._conn.execute(sql, (agent_id, link_key(link))).fetchone()) for link in links)
             return {link: row[0] for link, row in found if row is not None}
-        sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link {_IN_LIST}"
-        return dict(self._conn.execute(sql, (agent_id, json.dumps(list(links)))).fetchall())
+        out: dict[str, str] = {}
+        for start in range(0, len(links), _IN_BATCH):  # blobs: no JSON list; as parameters, a batch at a time
+            batch = [link_key(link) for link in links[start : start + _IN_BATCH]]
+            sql = f"SELECT link, session_id FROM {table} WHERE agent_id = ? AND link IN ({', '.join('?' * len(batch))})"
+            out.update((link_of(link), session) for link, session in self._conn.execute(sql, (agent_id, *batch)))
+        return out
 
     def find_tips(self, agent_id: str, links: Sequence[str]) -> dict[str, str]:
         return self._find("tips", agent_id, links)
@@ -247,13 +254,15 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         row = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE agent_id = ? AND session_id = ?", key).fetchone()
         if row is None:
             return None
-        links = tuple(r[0] for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
+        links = tuple(link_of(r[0]) for r in c.execute("SELECT link FROM chain WHERE agent_id = ? AND session_id = ? ORDER BY pos", key))
         decisions = {
             link: json.loads(body) for link, body in c.execute("SELECT link, body FROM decisions WHERE agent_id = ? AND session_id = ?", key)
         }
         tip = (
             bool(links)
-            and c.execute("SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, links[-1], session_id)).fetchone()
+            and c.execute(
+                "SELECT 1 FROM tips WHERE agent_id = ? AND link = ? AND session_id = ?", (agent_id, link_key(links[-1]), session_id)
+            ).fetchone()
             is not None
         )
         return StoredSession(SessionRecord(*row), links, decisions, tip)
@@ -271,7 +280,7 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         rows = self._conn.execute(
             "SELECT body FROM reports WHERE agent_id = ? AND session_id = ? ORDER BY rowid DESC LIMIT ?", (agent_id, session_id, limit)
         )
-        return [json.loads(b) for (b,) in rows][::-1]
+        return [unpack(b) for (b,) in rows][::-1]
 
     def session_ids(self, agent_id: str) -> list[str]:
         rows = self._conn.execute("SELECT session_id FROM sessions WHERE agent_id = ? ORDER BY last_seen DESC", (agent_id,))
@@ -287,7 +296,7 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
 
     def audit(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         rows = self._conn.execute("SELECT body FROM audit WHERE agent_id = ? AND session_id = ? ORDER BY rowid", (agent_id, session_id))
-        return [json.loads(b) for (b,) in rows]
+        return [unpack(b) for (b,) in rows]
 
     def ratios(self) -> list[tuple[str, float]]:
         return [(m, float(r)) for m, r in self._conn.execute("SELECT model, ratio FROM model_calibration ORDER BY updated_at, rowid")]
@@ -322,13 +331,17 @@ class SQLiteStore(SQLiteReport, SQLiteSize):
         self._conn.execute("PRAGMA secure_delete = ON")  # what is deleted is overwritten with zeros, not left in free space
         try:
             with self._transaction() as c:
-                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_fts"):  # its ranges first
-                    if session_id is None:  # the agent and its sub-agents (agent/…)
+                for table, per_session in sorted(self._owned, key=lambda t: t[0] != "recall_rows"):  # its ranges first
+                    if table == "recall_rows":  # the full-text index's rows, counted as its (the index is told what it indexed)
+                        removed["recall_fts"] = (
+                            unindex(c, "agent_id = ? OR substr(agent_id, 1, ?) = ?", (agent_id, len(agent_id) + 1, agent_id + "/"))
+                            if session_id is None
+                            else delete_sessions(c, [(agent_id, session_id)])
+                        )
+                    elif session_id is None:  # the agent and its sub-agents (agent/…)
                         removed[table] = c.execute(
                             f"DELETE FROM {table} WHERE agent_id = ? OR substr(agent_id, 1, ?) = ?", (agent_id, len(agent_id) + 1, agent_id + "/")
                         ).rowcount
-                    elif table == "recall_fts":
-                        removed[table] = delete_sessions(c, [(agent_id, session_id)])
                     elif per_session:
                         removed[table] = c.execute(f"DELETE FROM {table} WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)).rowcount
         finally:

@@ -82,7 +82,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     """The store (migrated; a newer schema stops start-up), its background writer, the worker threads, the client
     session. The registry and the writer share the store's one connection, under one lock."""
     config = app[appkeys.CONFIG]
-    store = open_store(config.store)
+    store = await asyncio.to_thread(open_store, config.store)  # its migrations (a whole index rebuilt, say) off the loop
     lock = WatchedLock()  # a store stuck in the kernel shows as this lock held too long (proxy/offload.py)
     writer = Writer(store, config.store.queue_max, lock) if store is not None else None
     if writer is not None:

@@ -11,6 +11,7 @@ import aiohttp
 import openai
 from aiohttp.test_utils import TestServer
 
+from memory.store.sqlite_schema import unpack
 from tests.conftest import MakeProxy, base_url
 from tests.fake_upstream import FakeUpstream
 
@@ -50,12 +51,12 @@ async def openai_stream_then_close(client: openai.AsyncOpenAI, n: int) -> str:
 
 def audited(data_dir: Path) -> dict[str, dict[str, Any]]:
     with sqlite3.connect(data_dir / "ruyi.db") as db:
-        return {rid: json.loads(text) for rid, text in db.execute("SELECT request_id, body FROM audit")}
+        return {rid: unpack(body) for rid, body in db.execute("SELECT request_id, body FROM audit")}
 
 
 def answers_kept(data_dir: Path) -> list[str]:
     with sqlite3.connect(data_dir / "ruyi.db") as db:
-        return [text for (text,) in db.execute("SELECT body FROM turns WHERE role = 'assistant'")]
+        return [json.dumps(unpack(body)) for (body,) in db.execute("SELECT body FROM turns WHERE role = 'assistant'")]
 
 
 async def test_every_stream_closed_at_its_end_is_audited_and_kept(make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:

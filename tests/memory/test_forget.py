@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from memory.store.sqlite_store import SQLiteStore
 from tests.conftest import MakeProxy, base_url
+from tests.stored_bytes import stored_bytes
 
 PRUNE = {"pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
 
@@ -47,7 +48,7 @@ async def replay(http: aiohttp.ClientSession, proxy: TestServer, marker: str, ag
 
 
 def files_holding(data_dir: Path, text: str) -> list[str]:
-    return [p.name for p in data_dir.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+    return [name for name, data in stored_bytes(data_dir).items() if text.encode() in data]  # packed bodies included
 
 
 async def test_delete_a_session_removes_everything_stored_for_it(make_proxy: MakeProxy, data_dir: Path) -> None:

@@ -4,6 +4,7 @@ in small steps; a running Ruyi keeps its store under the limit in the background
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from memory.sweep import shrink
 from tests.conftest import MakeProxy, base_url
 
 SESSIONS = 12
-TEXT = "a line of a long tool output that the agent read once and never again " * 40  # ~3 KB a turn
+_RNG = random.Random(27)
+TEXT = " ".join(f"w{_RNG.randrange(10**6)}" for _ in range(400))  # ~3 KB a turn, ~1.3 KB packed (a repeated line packs to 60 B)
 
 
 def fill(path: Path) -> None:

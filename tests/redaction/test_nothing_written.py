@@ -14,6 +14,7 @@ from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream
 from tests.memory.ruyi_process import RuyiProcess, forwarded, replay
 from tests.redaction.planted import KINDS
+from tests.stored_bytes import stored_bytes
 from tests.traces import requests_of
 
 CONFIG = {"window": {"models": {"gpt-4o*": 12000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 300}}}}
@@ -57,7 +58,7 @@ def session_with_secrets() -> list[dict[str, Any]]:
 def leaks(data_dir: Path) -> dict[str, list[str]]:
     """Each planted secret (and a middle slice of it, in case one was clipped) → the files holding it."""
     found: dict[str, list[str]] = {}
-    files = {p.name: p.read_bytes() for p in data_dir.rglob("*") if p.is_file()}
+    files = stored_bytes(data_dir)  # each file's bytes and the text of the packed bodies in it (audit, reports, raw turns)
     for kind, (_, secret) in KINDS.items():
         needles = {secret.encode(), secret[len(secret) // 4 : -len(secret) // 4 or None].encode()}
         holding = [name for name, data in files.items() if any(n in data for n in needles if len(n) >= 8)]

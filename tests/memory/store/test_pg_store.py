@@ -77,10 +77,11 @@ def test_every_sqlite_table_and_column_has_its_postgres_twin(pg_url: str, tmp_pa
     theirs = _sqlite_tables(tmp_path / "ruyi.db")
     for numbering in ("recall_agents", "recall_sessions", "recall_seq"):  # SQLite's rowid ranges per agent and session
         theirs.pop(numbering)
+    theirs["recall_fts"] |= theirs.pop("recall_rows")  # SQLite's index is contentless: its rows' columns beside it (migration 8)
     assert set(ours) == set(theirs)
     for table, columns in theirs.items():
         extra = {"id"} | ({"terms", "size"} if table == "recall_fts" else set())  # row order; the search index
-        own = {"seq"} if table == "recall_fts" else set()  # SQLite's index numbering: PostgreSQL's key is (agent, session, …)
+        own = {"seq", "id"} if table == "recall_fts" else set()  # SQLite's index numbering: PostgreSQL's key is (agent, session, …)
         assert ours[table] - extra == columns - own, table
 
 

@@ -113,7 +113,9 @@ def test_a_store_written_before_the_scope_column_is_carried_over_and_searches_gi
     SQLiteStore(path).close()  # migrates to the latest schema
     recall = Recall(path)
     try:
+        assert recall._conn.execute("SELECT count(*) FROM recall_rows").fetchone()[0] == count  # migration 8: carried over
         assert recall._conn.execute("SELECT count(*) FROM recall_fts").fetchone()[0] == count
+        recall._conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('integrity-check')")
         for (a, s, q, k, x), hits in expected.items():
             assert _new(recall, a, s, q, kinds=k, agents=x) == hits, (a, s, q, k)
         for (a, q), hits in wide.items():
@@ -169,7 +171,7 @@ def test_a_session_forgotten_or_expired_leaves_no_index_row_and_the_others_keep_
     _old_database(path, random.Random(5))
     store = SQLiteStore(path)
     recall = Recall(path)
-    by_session = "SELECT agent_id || ' ' || session_id, count(*) FROM recall_fts GROUP BY 1"
+    by_session = "SELECT agent_id || ' ' || session_id, count(*) FROM recall_rows GROUP BY 1"
     try:
         before = dict(recall._conn.execute(by_session).fetchall())
         removed = store.forget("a", "s1")
@@ -178,7 +180,14 @@ def test_a_session_forgotten_or_expired_leaves_no_index_row_and_the_others_keep_
         assert recall.search("a", "s1", "parser tokenizer config loader retry") == []
         turns = recall._conn.execute("SELECT count(*) FROM turns").fetchone()[0]
         assert recall.expire_turns(2.0, rows=7) == turns > 7  # all were written at 1.0: gone, seven a transaction
-        assert recall._conn.execute("SELECT DISTINCT kind FROM recall_fts").fetchall() == [("chunk",)]
+        assert recall._conn.execute("SELECT DISTINCT kind FROM recall_rows").fetchall() == [("chunk",)]
+        # the index (contentless: told the text each removed row had) holds the rows left, no more, and is sound
+        left = recall._conn.execute("SELECT count(*) FROM recall_rows").fetchone()[0]
+        assert recall._conn.execute("SELECT count(*) FROM recall_fts").fetchone()[0] == left
+        every = " OR ".join(f'"{w}"' for w in ("parser", "tokenizer", "config", "loader", "retry"))
+        matched = {r for (r,) in recall._conn.execute("SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?", (every,))}
+        assert matched and matched <= {r for (r,) in recall._conn.execute("SELECT id FROM recall_rows")}
+        recall._conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('integrity-check')")
         assert recall.search("b", "s2", "parser tokenizer config loader retry", kinds=("turn",)) == []
         assert recall.search("b", "s2", "parser tokenizer config loader retry", kinds=("chunk",))
     finally:
