@@ -2,17 +2,21 @@
 
 On the public traces two thirds of the terms an agent's next message reuses from archived history come from its own
 archived messages (the scripts it wrote and rewrote, the commands it ran), and a summary of a stretch keeps few of
-them (a bag of identifiers would keep the names and lose what was done with them). This keeps the newest of those
-messages line by line as they were — their words and their calls' arguments, decoded — within a budget, a line kept
-only where it names something no newer kept line, nor what the request holds anyway, names: a script rewritten five
-times costs its lines once, and the lines that changed with the message they changed in. Tool outputs are not kept
-here (tried: a few novel lines of each archived output took the room of the agent's lines and kept fewer of the
-terms its next steps used)."""
+them (a bag of identifiers would keep the names and lose what was done with them). This keeps lines of those
+messages as they were — their words and their calls' arguments, decoded — within a budget: a line is kept only where
+it names something (an identifier, a path, a dotted name, a printed range like ``870p``) that no other kept line, nor
+what the request holds anyway, names, and the lines chosen are those naming the most such things for their length,
+newer messages first among equals (each message back weighs ``DECAY`` as much): a long script written once, 30
+messages back, whose names the next step repeats, wins over the one-word lines of the newest messages, and a script
+rewritten five times costs its lines once. Tool outputs are not kept here (tried: a few novel lines of each archived
+output took the room of the agent's lines and kept fewer of the terms its next steps used)."""
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from conversation.messages import message_text
@@ -22,8 +26,15 @@ CHARS_PER_TOKEN = 3
 """Characters per token the budget is counted with (code and paths run about 3 to the token in cl100k)."""
 LINE_CHARS = 240
 """A kept line is cut to this many characters."""
-MIN_PART = 120
-"""Older messages are looked at while at least this many characters of the budget are left."""
+DECAY = 0.98
+"""A line of a message one assistant message older weighs this much of the same line in the newer one (BENCHMARKS.md,
+"fifth pass": 0.9–1.0 tried)."""
+SPAN = 20
+"""Lines are chosen among the newest messages holding about this many times the budget of candidate lines (bounds the
+work on a long archived stretch; far older lines weigh too little to be chosen anyway)."""
+_NUMBERED = re.compile(r"(?<![\w.])\d+[A-Za-z_][A-Za-z0-9_]{0,5}(?!\w)")
+"""Short words led by digits (``870p`` of ``sed -n '850,870p'``, ``2to3``): where the agent was looking (a long run
+of letters and digits, a hash or a key, is no such word)."""
 
 
 def _arguments(arguments: Any) -> str:
@@ -49,33 +60,69 @@ def said(message: Mapping[str, Any]) -> str:
     return "\n".join(p for p in parts if p.strip())
 
 
-def recent_work(messages: Sequence[Mapping[str, Any]], first: int, budget_tokens: int, known: str = "") -> str:
-    """The newest assistant messages of ``messages`` (client positions from ``first``), oldest first, each as
-    ``[n] its lines``, within ``budget_tokens``. A line is kept when it names something (an identifier, a path, a
-    dotted name) that neither a newer kept line nor ``known`` (what the request holds anyway: the summary, the head,
-    the newest turns) names; so a script rewritten five times is kept once, its lines that changed with the version they
-    changed in. Empty when none fits."""
+def _named(text: str) -> set[str]:
+    """What a line names: its terms and its digit-led words."""
+    return terms(text) | set(_NUMBERED.findall(text))
+
+
+def _cut(line: str) -> str:
+    return line.rstrip() if len(line) <= LINE_CHARS else line.rstrip()[: LINE_CHARS - 1] + "…"
+
+
+def recent_work(
+    messages: Sequence[Mapping[str, Any]], first: int, budget_tokens: int, known: str = "", clean: Callable[[str], str] | None = None
+) -> str:
+    """Lines of the assistant messages of ``messages`` (client positions from ``first``), grouped by message, oldest
+    first, each group as ``[n] its lines`` (in their order), within ``budget_tokens``. A line is kept when it names
+    something (an identifier, a path, a dotted name, a printed range) that neither another kept line nor ``known`` (what
+    the request holds anyway: the summary, the head, the newest turns) names; among those, greedily, the lines naming
+    the most new things per character (the ``[n]`` label counted with the first line of a message), a message's weight
+    ``DECAY`` times that of the assistant message after it. Deterministic: ties go to the newer line. Empty when none
+    fits. ``clean`` (redaction) is applied to each message's whole text before it is cut into lines: a line taken
+    alone must not lose the context that shows it is a secret (a private key's body without its armour, a value
+    whose label is on the line above)."""
     budget = budget_tokens * CHARS_PER_TOKEN
-    seen = terms(known)
-    picked: list[str] = []
-    used = 0
+    if budget <= 0:
+        return ""
+    seen = _named(known)
+    lines: list[tuple[float, int, int, str, frozenset[str]]] = []  # weight, message, line, text, what it names anew
+    size, age = 0, 0
     for k in range(len(messages) - 1, -1, -1):
-        if messages[k].get("role") != "assistant" or budget - used < MIN_PART:
+        if messages[k].get("role") != "assistant" or size > SPAN * budget:
             continue
-        lines: list[str] = []
-        label = f"[{first + k}] "
-        size = len(label)
-        for line in said(messages[k]).splitlines():
-            new = terms(line) - seen
-            if not new:
-                continue
-            text = line.rstrip() if len(line) <= LINE_CHARS else line.rstrip()[: LINE_CHARS - 1] + "…"
-            if used + size + len(text) + 1 > budget:
-                break
-            lines.append(text)
-            size += len(text) + 1
-            seen |= new
-        if lines:
-            picked.append(label + "\n".join(lines))
-            used += size
-    return "\n".join(reversed(picked))
+        text = said(messages[k])
+        for i, line in enumerate((clean(text) if clean else text).splitlines()):
+            text = _cut(line)
+            new = _named(text) - seen
+            if new:
+                lines.append((DECAY**age, k, i, text, frozenset(new)))
+                size += len(text) + 1
+        age += 1
+    chosen: dict[int, list[tuple[int, str]]] = {}
+    held: set[str] = set()
+    used = 0
+
+    def cost(n: int) -> int:
+        _, k, _, text, _ = lines[n]
+        return len(text) + 1 + (0 if k in chosen else len(f"[{first + k}] "))
+
+    def value(n: int) -> float:
+        return lines[n][0] * len(lines[n][4] - held) / cost(n)
+
+    heap = [(-value(n), n) for n in range(len(lines))]
+    heapq.heapify(heap)
+    while heap:  # lazy greedy: a line's value only falls as others are chosen, so a popped line still on top is best
+        _, n = heapq.heappop(heap)
+        now = value(n)
+        if now <= 0:
+            continue
+        if heap and now < -heap[0][0]:
+            heapq.heappush(heap, (-now, n))
+            continue
+        if used + cost(n) > budget:
+            continue
+        used += cost(n)
+        _, k, i, text, new = lines[n]
+        chosen.setdefault(k, []).append((i, text))
+        held |= new
+    return "\n".join(f"[{first + k}] " + "\n".join(text for _, text in sorted(chosen[k])) for k in sorted(chosen))

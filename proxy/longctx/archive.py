@@ -338,7 +338,7 @@ def block_of(
     known = "\n".join([summary.text, *(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])])
     # redacted like the summary: the block is a decision, kept in the store (and a secret the agent once typed has no
     # business in every later request)
-    recent = redact(recent_work(client[head : end + 1], head, options.recent_tokens, known)) if options.recent_tokens else ""
+    recent = redact(recent_work(client[head : end + 1], head, options.recent_tokens, known, redact)) if options.recent_tokens else ""
     seen = redact(code_map(client[head : end + 1], head, options.map_tokens, known + "\n" + recent)) if options.map_tokens else ""
     return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent, seen)
 

@@ -68,10 +68,11 @@ def leaks(data_dir: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.timeout(180)  # a long session replayed twice through real processes, logging at debug
-@pytest.mark.parametrize("recent", [0, None], ids=["every-strategy", "recent-work"])
+@pytest.mark.parametrize("recent", [0, None, 100], ids=["every-strategy", "recent-work", "recent-work-small"])
 async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServer, fake: FakeUpstream, tmp_path: Path, recent: int | None) -> None:
     """With the archive's verbatim messages of the agent off, every pruning strategy rewrites something on the way;
-    with them (the default), the archives carry the agent's own archived lines, secrets among them."""
+    with them (the default), the archives carry the agent's own archived lines, secrets among them; with a small
+    budget for them, its densest lines (a private key's body alone, once) and the map of the files it read."""
     config = {**CONFIG, "archive": {"recent_tokens": recent}} if recent is not None else CONFIG
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -87,7 +88,7 @@ async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServ
     assert last[1]["content"] == messages[1]["content"] or last[1]["content"].startswith(messages[1]["content"] + "\n\n<ruyi-archive")
     assert sum(b"[ruyi:" in body for _, body in sent) > 10 and any(b"[REDACTED:" in body for _, body in sent)
     assert recent == 0 or any(b"<recent-work>" in body for _, body in sent)
-    assert recent == 0 or any(b"<code-map>" in body for _, body in sent)  # and the map of the files it read (names, never values)
+    assert recent != 100 or any(b"<code-map>" in body for _, body in sent)  # and the map of the files it read (names, never values)
     running = leaks(data_dir)  # with the write-ahead log still open
     assert await proc.stop() == 0
     store = proc.store()

@@ -34,8 +34,8 @@ def test_a_rewritten_script_is_kept_once_with_the_lines_that_changed_in_the_mess
     ]
     out = recent_work(messages, 10, 500)
     assert out.count("INSTALLED_APPS") == 1 and out.count("django.setup") == 1
-    assert "[12] Now `run_check_two`" in out and "[10] First try" in out and out.index("[10]") < out.index("[12]")
-    assert "run_check`" in out.split("[12]")[0]  # what only the older version named stays with it
+    assert "[12] Now `run_check_two`" in out and "[10] " in out and out.index("[10]") < out.index("[12]")
+    assert "run_check" in out.split("[12]")[0]  # what only the older version named stays with it
     assert "AppRegistryNotReady" not in out  # tool outputs are not the agent's words
     assert "settings.configure" in out.split("[12]")[1]  # decoded arguments: a line break in the JSON is one
 
@@ -54,6 +54,22 @@ def test_the_block_carries_them_after_the_summary_and_says_what_they_are() -> No
     assert block.index("</summary>") < block.index("<recent-work>") < block.index("[12] cat > t.py") < block.index("</recent-work>")
     assert "verbatim" in block and "<recent-work>" not in archive_block(1, 2, 40, 19, "the summary", [], 6, False)
     assert "原文" in archive_block(1, 2, 40, 19, "摘要", [], 6, True, None, "[12] cat > t.py")
+
+
+def test_a_script_naming_many_things_wins_over_newer_lines_naming_one_each() -> None:
+    script = "cat > check.py <<'EOF'\n" + "\n".join(f"assert parse_field_{i}(load_row_{i}) == expected_{i}" for i in range(6)) + "\nEOF"
+    prose = "Let me look again at how the parser handles the case of {} before going on"
+    messages = [_call("Write the check", script)] + [_call(prose.format(f"part_{i}"), "ls") for i in range(1, 30)]
+    out = recent_work(messages, 0, 150)
+    assert "parse_field_0" in out and "expected_5" in out  # 18 names in six short lines, 29 messages back
+    assert "[29]" in out  # and the newest still there
+    assert len(out) <= 150 * CHARS_PER_TOKEN
+
+
+def test_a_printed_range_is_where_the_agent_worked() -> None:
+    messages = [_call("", "sed -n '850,870p' grammar/base.py"), _call("", "sed -n '870,900p' grammar/base.py")]
+    out = recent_work(messages, 4, 200, known="grammar/base.py")
+    assert "870p" in out and "900p" in out  # the path is known, the ranges are not
 
 
 @needs_traces
