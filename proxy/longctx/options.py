@@ -43,10 +43,12 @@ class ArchiveOptions:
     to ``map_tokens``' code map instead, which keeps more of what the agent's next steps use for less; BENCHMARKS.md,
     "Next-step evidence, third pass")."""
     recent_tokens: int = 2000
-    """Budget of the agent's own newest archived messages the block keeps verbatim after the summary: their words
-    and their calls' arguments, line by line, a line kept only where it names something (an identifier, a path) that
-    no newer kept line, the summary, the task or the newest turns name. The scripts and commands its next steps
-    reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
+    """Budget of the agent's own archived messages the block keeps verbatim after the summary: their words and their
+    calls' arguments, line by line, a line kept only where it names something (an identifier, a path, a printed range
+    like ``870p``) that no other kept line, the summary, the task or the newest turns name; the lines naming the most
+    such things for their length are chosen first, newer messages first among equals (each message back weighs
+    0.98), shown grouped by message in their order; each message is redacted whole before it is cut into lines. The
+    scripts and commands its next steps reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
     (none at 8k). 0: none."""
     map_tokens: int = 1000
     """Budget of the map of the code the agent saw in the archived stretch (``summaries.codemap``, ``<code-map>``):
