@@ -122,7 +122,7 @@ def recent_work(
         if used + cost(n) > budget:
             continue
         used += cost(n)
-        _, k, i, text, new = lines[n]
-        chosen.setdefault(k, []).append((i, text))
-        held |= new
+        _, k, i, line_text, named = lines[n]
+        chosen.setdefault(k, []).append((i, line_text))
+        held |= named
     return "\n".join(f"[{first + k}] " + "\n".join(text for _, text in sorted(chosen[k])) for k in sorted(chosen))
