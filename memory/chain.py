@@ -193,6 +193,21 @@ def message_key(message: Mapping[str, Any]) -> int | bytes:
     return hash((role, name, call_id, texts, call_keys))  # one int: 128 requests of long sessions stay small
 
 
+def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[int | bytes]:
+    """``[message_key(m) for m in messages]``, the commonest shape (a dict of exactly a string ``role`` and a string
+    ``content``) keyed inline: a growing conversation is keyed whole on every request, so this is per message."""
+    keys: list[int | bytes] = []
+    append = keys.append
+    for m in messages:
+        if type(m) is dict and len(m) == 2:
+            role, content = m.get("role"), m.get("content")
+            if type(content) is str and type(role) is str and len(role) <= SHORT:  # what message_key makes of it
+                append(hash((role, None, None, (hash(content), len(content)), ())))
+                continue
+        append(message_key(m))
+    return keys
+
+
 def _parts_key(parts: list[Any]) -> tuple[tuple[int, int], ...] | None:
     """Text parts by hash and length (their cache_control markers do not count); None if any part is not text."""
     out = []
@@ -245,7 +260,7 @@ class Fingerprinter:
         start = first_non_system(messages)
         if start >= len(messages):
             return chain_of(messages)
-        keys = [message_key(m) for m in messages]
+        keys = message_keys(messages)
         head = tuple(keys[: start + 1])  # groups candidates: requests of the same task
         with self._lock:
             candidates = self._recent.get(head, [])
