@@ -194,16 +194,23 @@ def message_key(message: Mapping[str, Any]) -> int | bytes:
 
 
 def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[int | bytes]:
-    """``[message_key(m) for m in messages]``, the commonest shape (a dict of exactly a string ``role`` and a string
-    ``content``) keyed inline: a growing conversation is keyed whole on every request, so this is per message."""
+    """``[message_key(m) for m in messages]``, the commonest shapes (a dict of exactly a string ``role`` and a string
+    ``content``, and a tool's result: those and a string ``tool_call_id``) keyed inline: a growing conversation is keyed
+    whole on every request, so this is per message."""
     keys: list[int | bytes] = []
     append = keys.append
     for m in messages:
-        if type(m) is dict and len(m) == 2:
-            role, content = m.get("role"), m.get("content")
-            if type(content) is str and type(role) is str and len(role) <= SHORT:  # what message_key makes of it
-                append(hash((role, None, None, (hash(content), len(content)), ())))
-                continue
+        if type(m) is dict and 2 <= len(m) <= 3:
+            get = m.get
+            role, content = get("role"), get("content")
+            if type(content) is str and type(role) is str and len(role) <= SHORT:  # what message_key makes of them
+                if len(m) == 2:
+                    append(hash((role, None, None, (hash(content), len(content)), ())))
+                    continue
+                call_id = get("tool_call_id")  # a tool's result
+                if type(call_id) is str and len(call_id) <= SHORT:
+                    append(hash((role, None, call_id, (hash(content), len(content)), ())))
+                    continue
         append(message_key(m))
     return keys
 

@@ -114,6 +114,9 @@ def test_message_keys_tell_apart_what_the_digest_tells_apart() -> None:
         {"role": "x" * 300, "content": "fix the test"},  # a long role: keyed by its digest
         {"content": "fix the test", "images": ["aGk="]},
         {"role": "tool", "content": "fix the test", "tool_call_id": "c1"},
+        {"role": "tool", "content": "fix the test", "tool_call_id": "c2"},
+        {"role": "tool", "content": "fix the test", "tool_call_id": None},  # a null id: as if it were not there
+        {"role": "tool", "content": "fix the test", "tool_call_id": 7},  # not a string: message_key's own path
     ]
     keys = message_keys(shapes)
     assert keys == [message_key(m) for m in shapes]
@@ -123,6 +126,7 @@ def test_message_keys_tell_apart_what_the_digest_tells_apart() -> None:
         for j in range(len(shapes)):
             assert keys[i] != keys[j] or digests[i] == digests[j], (shapes[i], shapes[j])
     assert len(set(keys)) == len(shapes)
+    assert keys[-2] == message_keys([{"role": "tool", "content": "fix the test"}])[0]  # a null field is no field
 
 
 def test_an_earlier_message_edited_in_a_growing_conversation_gets_new_links() -> None:
