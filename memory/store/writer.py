@@ -71,6 +71,8 @@ class Writer:
         self._polling = False
         """The writer is in a timed wait (``AWAKE_S``): it finds what is queued by itself, nobody need wake it."""
         self._last_write = float("-inf")
+        self._first_at: float | None = None
+        """When the first record (or flush) not yet taken by the writer was queued: it is written COALESCE_S after."""
 
     def start(self) -> None:
         """Start the writing thread."""
@@ -88,6 +90,8 @@ class Writer:
             self._idle.clear()
             self._tried.clear()
             self._asked += 1
+            if self._first_at is None:
+                self._first_at = time.monotonic()
             if not self._polling:
                 self._queue.notify()
 
@@ -99,6 +103,8 @@ class Writer:
             self._idle.clear()
             self._tried.clear()
             self._asked += 1
+            if self._first_at is None:
+                self._first_at = time.monotonic()
             if not self._polling:
                 self._queue.notify()
 
@@ -135,24 +141,25 @@ class Writer:
         with in_background():  # this thread's writes probe a stalled store (memory/store/base.py: Stall)
             while True:
                 with self._queue:
-                    polled = False  # what is queued now came during a timed wait: it has gathered already
                     while not self._items and self._flush is None and not self._stopping:
-                        polled = time.monotonic() - self._last_write < AWAKE_S
-                        self._polling = polled
+                        polling = time.monotonic() - self._last_write < AWAKE_S
+                        self._polling = polling
                         try:
-                            self._queue.wait(COALESCE_S if polled else None)
+                            self._queue.wait(COALESCE_S if polling else None)
                         finally:
                             self._polling = False
                     if self._stopping:
                         return  # close() writes the rest
                     retry = self._retry_s
+                    first, self._first_at = self._first_at, None
                 if retry:
                     with self._queue:  # the store was held: wait before trying again (close() still ends it)
                         self._queue.wait_for(lambda: self._stopping, retry)
                         if self._stopping:
                             return
-                elif not polled:
-                    time.sleep(COALESCE_S)  # gather what the next requests queue: one transaction for many
+                else:  # gather what the next requests queue: one transaction for many, COALESCE_S after the first
+                    now = time.monotonic()
+                    time.sleep(max(0.0, min(COALESCE_S, (first if first is not None else now) + COALESCE_S - now)))
                 self._write_all()
                 self._last_write = time.monotonic()
                 self._maybe_housekeeping()
