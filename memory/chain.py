@@ -193,6 +193,28 @@ def message_key(message: Mapping[str, Any]) -> int | bytes:
     return hash((role, name, call_id, texts, call_keys))  # one int: 128 requests of long sessions stay small
 
 
+def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[int | bytes]:
+    """``[message_key(m) for m in messages]``, the commonest shapes (a dict of exactly a string ``role`` and a string
+    ``content``, and a tool's result: those and a string ``tool_call_id``) keyed inline: a growing conversation is keyed
+    whole on every request, so this is per message."""
+    keys: list[int | bytes] = []
+    append = keys.append
+    for m in messages:
+        if type(m) is dict and 2 <= len(m) <= 3:
+            get = m.get
+            role, content = get("role"), get("content")
+            if type(content) is str and type(role) is str and len(role) <= SHORT:  # what message_key makes of them
+                if len(m) == 2:
+                    append(hash((role, None, None, (hash(content), len(content)), ())))
+                    continue
+                call_id = get("tool_call_id")  # a tool's result
+                if type(call_id) is str and len(call_id) <= SHORT:
+                    append(hash((role, None, call_id, (hash(content), len(content)), ())))
+                    continue
+        append(message_key(m))
+    return keys
+
+
 def _parts_key(parts: list[Any]) -> tuple[tuple[int, int], ...] | None:
     """Text parts by hash and length (their cache_control markers do not count); None if any part is not text."""
     out = []
@@ -245,7 +267,7 @@ class Fingerprinter:
         start = first_non_system(messages)
         if start >= len(messages):
             return chain_of(messages)
-        keys = [message_key(m) for m in messages]
+        keys = message_keys(messages)
         head = tuple(keys[: start + 1])  # groups candidates: requests of the same task
         with self._lock:
             candidates = self._recent.get(head, [])

@@ -20,6 +20,10 @@ BATCH_MAX = 500
 """Records written per transaction; the store's lock is let go between transactions."""
 COALESCE_S = 0.05
 """How long the writer waits after the first record before writing, so a busy proxy commits once per batch."""
+AWAKE_S = 1.0
+"""For this long after a write the writer looks for new records every COALESCE_S instead of sleeping until it is woken:
+a busy proxy's requests queue records and a flush without waking a thread (a futex wake, often a context switch, that
+was on the request's path before its first byte); past it, idle, the writer sleeps until the next record wakes it."""
 CHECKPOINT_EVERY_S = 1.0
 """At most this often, the store's housekeeping (SQLite: a checkpoint) runs, on its own connection."""
 RETRY_FIRST_S = 0.2
@@ -64,6 +68,11 @@ class Writer:
         self.retried = 0
         """Writes (a batch or the registry's flush) that found the store held and were kept to be tried again."""
         self._final = False
+        self._polling = False
+        """The writer is in a timed wait (``AWAKE_S``): it finds what is queued by itself, nobody need wake it."""
+        self._last_write = float("-inf")
+        self._first_at: float | None = None
+        """When the first record (or flush) not yet taken by the writer was queued: it is written COALESCE_S after."""
 
     def start(self) -> None:
         """Start the writing thread."""
@@ -81,7 +90,10 @@ class Writer:
             self._idle.clear()
             self._tried.clear()
             self._asked += 1
-            self._queue.notify()
+            if self._first_at is None:
+                self._first_at = time.monotonic()
+            if not self._polling:
+                self._queue.notify()
 
     def flush_soon(self, flush: Callable[[], object]) -> None:
         """Call ``flush`` (the session registry's, which takes its own lock) before the next batch: the changes of
@@ -91,7 +103,10 @@ class Writer:
             self._idle.clear()
             self._tried.clear()
             self._asked += 1
-            self._queue.notify()
+            if self._first_at is None:
+                self._first_at = time.monotonic()
+            if not self._polling:
+                self._queue.notify()
 
     @property
     def pending(self) -> int:
@@ -127,18 +142,26 @@ class Writer:
             while True:
                 with self._queue:
                     while not self._items and self._flush is None and not self._stopping:
-                        self._queue.wait()
+                        polling = time.monotonic() - self._last_write < AWAKE_S
+                        self._polling = polling
+                        try:
+                            self._queue.wait(COALESCE_S if polling else None)
+                        finally:
+                            self._polling = False
                     if self._stopping:
                         return  # close() writes the rest
                     retry = self._retry_s
+                    first, self._first_at = self._first_at, None
                 if retry:
                     with self._queue:  # the store was held: wait before trying again (close() still ends it)
                         self._queue.wait_for(lambda: self._stopping, retry)
                         if self._stopping:
                             return
-                else:
-                    time.sleep(COALESCE_S)  # gather what the next requests queue: one transaction for many
+                else:  # gather what the next requests queue: one transaction for many, COALESCE_S after the first
+                    now = time.monotonic()
+                    time.sleep(max(0.0, min(COALESCE_S, (first if first is not None else now) + COALESCE_S - now)))
                 self._write_all()
+                self._last_write = time.monotonic()
                 self._maybe_housekeeping()
 
     def _held(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Literal, Protocol
 
 Wire = Literal["openai", "ollama", "anthropic", "responses"]
@@ -93,7 +94,7 @@ class Dialect:
 def message_dicts(body: dict[str, Any]) -> Messages | None:
     """The body's ``messages`` when it is a list of objects, else None."""
     messages = body.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+    if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):  # no Python frame per message
         return None
     return messages
 

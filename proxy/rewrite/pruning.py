@@ -124,7 +124,7 @@ class Pruner:
         )  # never the calibration:
         # the same request gets the same caps in every process (a restart, a replica), whatever each has learnt
         analysis = None
-        prunable = opts.protection.observations_in_user_messages or any(_has_tool_part(m) for m in messages)
+        prunable = opts.protection.observations_in_user_messages or _any_tool_part(messages)
         if opts.enabled and prunable:
             analysis = _analyze(current, base, self._known(links))
         if opts.enabled and prunable and "truncation" in opts.strategies.enabled and shared < len(messages):
@@ -271,9 +271,13 @@ def _analyze(messages: Messages, ctx: StrategyContext, known: Prefix | None) -> 
         return None
 
 
-def _has_tool_part(message: Any) -> bool:
-    """Whether a message belongs to a tool call (only those are ever pruned, unless observations are on)."""
-    return isinstance(message, dict) and (message.get("role") == "tool" or bool(message.get("tool_calls")))
+def _any_tool_part(messages: Messages) -> bool:
+    """Whether any message belongs to a tool call (only those are ever pruned, unless observations are on); one loop,
+    no call per message: a conversation with no tool calls is scanned whole on every request."""
+    for m in messages:
+        if isinstance(m, dict) and (m.get("role") == "tool" or m.get("tool_calls")):
+            return True
+    return False
 
 
 def _decided(r: Replacement) -> dict[str, Any]:

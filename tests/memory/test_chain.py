@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.chain import Fingerprinter, FingerprintOptions, chain_of, message_digest
+from memory.chain import Fingerprinter, FingerprintOptions, chain_of, message_digest, message_key, message_keys
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls", "cwd": "/"}'}}
 
@@ -90,6 +90,57 @@ def test_fingerprinter_matches_chain_of_over_every_trace() -> None:
     for path in trace_files():
         for request in requests_of(load(path)["messages"]):
             assert fingerprinter.chain(_fresh(request)) == chain_of(request), path.name
+
+
+def test_message_keys_are_message_key_of_each_message_over_every_trace() -> None:
+    """The inline path for plain messages (a string role and a string content, nothing else) gives exactly
+    ``message_key``: keys of both paths are compared with each other in the fingerprinter's memory."""
+    from tests.traces import load, trace_files
+
+    for path in trace_files():
+        messages = _fresh(load(path)["messages"])
+        assert message_keys(messages) == [message_key(m) for m in messages], path.name
+
+
+def test_message_keys_tell_apart_what_the_digest_tells_apart() -> None:
+    plain = {"role": "user", "content": "fix the test"}
+    shapes: list[Any] = [
+        plain,
+        {"role": "user", "content": "fix the tesT"},  # an edit of the same length
+        {"role": "assistant", "content": "fix the test"},
+        {"role": "user", "content": "fix the test", "name": "a"},  # a third key: message_key's own path
+        {"role": "user", "content": [{"type": "text", "text": "fix the test"}]},
+        {"role": "user", "content": None},
+        {"role": "x" * 300, "content": "fix the test"},  # a long role: keyed by its digest
+        {"content": "fix the test", "images": ["aGk="]},
+        {"role": "tool", "content": "fix the test", "tool_call_id": "c1"},
+        {"role": "tool", "content": "fix the test", "tool_call_id": "c2"},
+        {"role": "tool", "content": "fix the test", "tool_call_id": None},  # a null id: as if it were not there
+        {"role": "tool", "content": "fix the test", "tool_call_id": 7},  # not a string: message_key's own path
+    ]
+    keys = message_keys(shapes)
+    assert keys == [message_key(m) for m in shapes]
+    assert keys[0] == message_keys([dict(plain)])[0]
+    digests = [message_digest(m) for m in shapes]
+    for i in range(len(shapes)):  # equal keys mean equal digests (the other way need not hold: the list of parts)
+        for j in range(len(shapes)):
+            assert keys[i] != keys[j] or digests[i] == digests[j], (shapes[i], shapes[j])
+    assert len(set(keys)) == len(shapes)
+    assert keys[-2] == message_keys([{"role": "tool", "content": "fix the test"}])[0]  # a null field is no field
+
+
+def test_an_earlier_message_edited_in_a_growing_conversation_gets_new_links() -> None:
+    fingerprinter = Fingerprinter()
+    history = [{"role": "system", "content": "rules"}, {"role": "user", "content": "task"}]
+    for i in range(6):
+        history += [{"role": "assistant", "content": f"step {i}"}, {"role": "user", "content": f"result {i}"}]
+        assert fingerprinter.chain(_fresh(history)) == chain_of(history)
+    edited = _fresh(history)
+    edited[3]["content"] = "result 9"  # the same length, an earlier message
+    chain = fingerprinter.chain(edited)
+    assert chain == chain_of(edited)
+    before = chain_of(history)
+    assert chain.links[:3] == before.links[:3] and all(a != b for a, b in zip(chain.links[3:], before.links[3:]))
 
 
 def test_fingerprinter_handles_moved_markers_rewinds_and_parallel_runs() -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from memory.store import writer as writer_module
 from memory.store.base import Audit, Changes, SessionRecord, Store, Turn
 from memory.store.sqlite_recall import Recall
 from memory.store.sqlite_store import SQLiteStore
@@ -79,3 +83,38 @@ async def test_a_lone_surrogate_fails_alone_and_is_stored_safely(tmp_path: Path)
     assert len(stored) == 10 and "\ufffd" in json.dumps(stored, ensure_ascii=False)
     assert (writer.written, writer.failed, writer.failed_by_reason) == (20, 0, {})
     recall.close()
+
+
+async def test_records_queued_while_the_writer_looks_by_itself_and_after_it_sleeps_are_written(
+    make_store: Callable[[], Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a write the writer looks for records on its own for ``AWAKE_S`` (a request queues without waking a
+    thread), then sleeps until woken: what is queued in either state is written, and so is a registry's flush."""
+    monkeypatch.setattr(writer_module, "AWAKE_S", 0.3)
+    store = store_with_session(make_store)
+    writer = Writer(store)
+    writer.start()
+    writer.put(Audit("a", "s", "r0", {}))  # the writer sleeps: woken
+    await writer.drain()
+    assert await _until(lambda: writer._polling)  # looking by itself now: nobody wakes it
+    writer.put(Audit("a", "s", "r1", {}))
+    flushed: list[bool] = []
+    writer.flush_soon(lambda: flushed.append(True))
+    await writer.drain()
+    assert flushed == [True]
+    assert await _until(lambda: not writer._polling and writer.idle, after=0.6)  # AWAKE_S past: asleep again
+    writer.put(Audit("a", "s", "r2", {}))
+    await writer.drain()
+    await writer.close()
+    assert len(store.audit("a", "s")) == 3
+    assert (writer.written, writer.dropped, writer.failed) == (3, 0, 0)
+
+
+async def _until(condition: Callable[[], bool], after: float = 0.0, within: float = 10.0) -> bool:
+    """Whether ``condition`` holds, looked at every 10 ms from ``after`` seconds on, for at most ``within`` seconds."""
+    await asyncio.sleep(after)
+    for _ in range(int(within / 0.01)):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return False
