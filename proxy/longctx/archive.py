@@ -309,21 +309,25 @@ SUMMARY_MIN = 100
 
 RECENT_SHARE = 0.1
 RECENT_FLOOR = 6000
+SMALL_SHARE = 0.055
 """The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
-RECENT_FLOOR tokens: none at 8k (the window holds the task and the newest turns and little else: there they cost
-more than they bring), about 760 tokens at 16k, from 32k up ``archive.recent_tokens``."""
+RECENT_FLOOR tokens, and at least SMALL_SHARE of it: about 330 tokens at 8k (usable 6,000), 760 at 16k, from 32k up
+``archive.recent_tokens``. Chosen by what they name per character, a few hundred tokens of them at 8k keep more of
+what the next step uses than the one more verbatim turn they take the room of (BENCHMARKS.md, "sixth pass": 8k
+70.1 → 83.6 % with the map's as much; none there before, when they were the newest lines)."""
 
 MAP_SHARE = 0.1
-"""The map of the code the agent saw takes MAP_SHARE of the usable window past its first RECENT_FLOOR tokens, at most
-``archive.map_tokens``."""
+"""The map of the code the agent saw takes MAP_SHARE of the usable window past its first RECENT_FLOOR tokens, and at
+least SMALL_SHARE of it, at most ``archive.map_tokens``."""
 
 
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
     object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
-    recent = min(options.recent_tokens, max(0, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
-    seen_map = min(options.map_tokens, max(0, int(MAP_SHARE * (usable - RECENT_FLOOR))))
+    small = int(SMALL_SHARE * usable)
+    recent = min(options.recent_tokens, max(small, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
+    seen_map = min(options.map_tokens, max(small, int(MAP_SHARE * (usable - RECENT_FLOOR))))
     if tokens == options.summary_tokens and recent == options.recent_tokens and seen_map == options.map_tokens:
         return options
     return replace(options, summary_tokens=tokens, recent_tokens=recent, map_tokens=seen_map)

@@ -73,7 +73,8 @@ async def test_the_trace_is_quoted_data_and_an_injection_changes_nothing_but_the
     assert "Fix the crash." in summary and "PWNED" not in with_llm[block]["content"]
     fake.received.clear()
     extractive, _ = await run(await make_proxy(**CONFIG), fake, 30, agent="b")  # the same session summarised without an LLM
-    strip = re.compile(r"<summary>.*?</summary>", re.S)
+    # the summary, and the agent's lines and the code map, which keep only what the summary does not name
+    strip = re.compile(r"<(summary|recent-work|code-map)>.*?</\1>", re.S)
     assert [strip.sub("", m["content"]) if i == block else m for i, m in enumerate(with_llm)] == [
         strip.sub("", m["content"]) if i == block else m for i, m in enumerate(extractive)
     ]
