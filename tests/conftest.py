@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,15 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ruyi-data"
     monkeypatch.setenv("RUYI_DATA_DIR", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def no_ruyi_left_running() -> Iterator[None]:
+    """A test that fails before it stops a `ruyi serve` it started (tests/memory/ruyi_process.py) leaves none running."""
+    yield
+    module = sys.modules.get("tests.memory.ruyi_process")
+    if module is not None:
+        module.kill_left_running()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,21 @@ from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
 
 Messages = list[dict[str, Any]]
+
+_RUNNING: set[asyncio.subprocess.Process] = set()
+"""Every `ruyi serve` started and not yet stopped or killed: what a failed test leaves (``kill_left_running``)."""
+
+
+def kill_left_running() -> None:
+    """SIGKILL every `ruyi serve` a test started and did not stop (it failed before it could): none outlives its test
+    (tests/conftest.py calls this after each test)."""
+    while _RUNNING:
+        proc = _RUNNING.pop()
+        if proc.returncode is None:
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class RuyiProcess:
@@ -50,6 +66,7 @@ class RuyiProcess:
                 stderr=log,
                 env=env,
             )
+        _RUNNING.add(self.proc)
         self.url = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as http:
             for _ in range(600):
@@ -66,12 +83,15 @@ class RuyiProcess:
         assert self.proc is not None
         self.proc.kill()
         await self.proc.wait()
+        _RUNNING.discard(self.proc)
 
     async def stop(self) -> int:
         """SIGTERM: the graceful way (drains the queue, closes the store)."""
         assert self.proc is not None
         self.proc.terminate()
-        return await asyncio.wait_for(self.proc.wait(), 60)
+        code = await asyncio.wait_for(self.proc.wait(), 60)
+        _RUNNING.discard(self.proc)
+        return code
 
     def events(self) -> list[dict[str, Any]]:
         lines = self.log.read_text(errors="replace").splitlines()
