@@ -32,7 +32,7 @@ DECAY = 0.98
 SPAN = 20
 """Lines are chosen among the newest messages holding about this many times the budget of candidate lines (bounds the
 work on a long archived stretch; far older lines weigh too little to be chosen anyway)."""
-_NUMBERED = re.compile(r"(?<![\w.])\d+[A-Za-z_][A-Za-z0-9_]{0,5}(?!\w)")
+_DIGIT_LED = re.compile(r"(?<![\w.])\d+[A-Za-z_][A-Za-z0-9_]{0,5}(?!\w)")
 """Short words led by digits (``870p`` of ``sed -n '850,870p'``, ``2to3``): where the agent was looking (a long run
 of letters and digits, a hash or a key, is no such word)."""
 
@@ -62,7 +62,7 @@ def said(message: Mapping[str, Any]) -> str:
 
 def _named(text: str) -> set[str]:
     """What a line names: its terms and its digit-led words."""
-    return terms(text) | set(_NUMBERED.findall(text))
+    return terms(text) | set(_DIGIT_LED.findall(text))
 
 
 def _cut(line: str) -> str:
@@ -90,8 +90,8 @@ def recent_work(
     for k in range(len(messages) - 1, -1, -1):
         if messages[k].get("role") != "assistant" or size > SPAN * budget:
             continue
-        text = said(messages[k])
-        for i, line in enumerate((clean(text) if clean else text).splitlines()):
+        whole = said(messages[k])
+        for i, line in enumerate((clean(whole) if clean else whole).splitlines()):
             text = _cut(line)
             new = _named(text) - seen
             if new:
@@ -111,7 +111,10 @@ def recent_work(
 
     heap = [(-value(n), n) for n in range(len(lines))]
     heapq.heapify(heap)
-    while heap:  # lazy greedy: a line's value only falls as others are chosen, so a popped line still on top is best
+    # lazy greedy: a line's value falls as lines naming the same things are chosen, so one still on top once its value
+    # is brought up to date is taken; it rises only when its message's label is paid by another of its lines, and such a
+    # line is then merely taken a little later than it could have been
+    while heap:
         _, n = heapq.heappop(heap)
         now = value(n)
         if now <= 0:
