@@ -124,6 +124,8 @@ class Offload:
         self.turns = SessionTurns()
         self.where: dict[str, int] = {"on_loop": 0, "in_thread": 0}
         """Where requests were rewritten since start-up (counted on the loop): small ones of warm sessions on the loop."""
+        self.why: dict[str, int] = {}
+        """Why requests were rewritten in a worker thread (``_plan_on_loop``'s reasons), since start-up."""
         self.stuck_s = stuck_s
         """A store lock held longer than this is a stuck store (``held_longest``); None: wait for the store however long."""
         self.stalled = 0
@@ -151,6 +153,10 @@ class Offload:
             raise
         finally:
             watch.cancel()
+
+    def background(self, fn: Callable[[], Any]) -> None:
+        """``fn()`` in a worker thread, not awaited (its own errors are its to handle)."""
+        self._pool.submit(contextvars.copy_context().run, fn)
 
     def _watch(self, waiting: asyncio.Future[Any], fn: Callable[..., Any]) -> None:
         """Every ``STALL_POLL_S`` while a bounded call runs: once the store is stuck, its wait ends with `StoreStalled`."""

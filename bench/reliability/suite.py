@@ -108,6 +108,9 @@ async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50,
         await asyncio.sleep(1.5)  # the background writer's last batch
         disk1, cpu1 = disk_bytes(stack.data_dir), cpu_s(stack.ruyi_pid)
         rss.append((seconds, rss_mb(stack.ruyi_pid)))
+        async with client() as http, http.get(f"{stack.url}/ruyi/v1/stats") as resp:
+            stats = await resp.json() if resp.status == 200 else {}
+            rewrites = {**stats.get("rewrites", {}), "why": stats.get("rewrites_in_thread")}
         direct, _, _ = await schedule(stack.upstream, lambda n: {})
         p50, direct_p50 = statistics.median(ttfb) * 1000, statistics.median(direct) * 1000
         p99, direct_p99 = pct(ttfb, 0.99) * 1000, pct(direct, 0.99) * 1000
@@ -129,6 +132,7 @@ async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50,
             "rss_mb": [[round(t), round(r)] for t, r in rss],
             "rss_mb_per_min_after_warmup": round(slope_per_min([(t, r) for t, r in rss if t >= seconds / 3]), 2),
             "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2),
+            "rewrites": rewrites,  # measured and rewritten on the loop or in a worker thread
         }
     finally:
         stop(stack.procs)

@@ -148,7 +148,12 @@ async def stats(request: web.Request) -> web.Response:
     for step in pipeline.each_step():  # a section left out because its source failed (the layout's notebook, rules, cards…)
         failed.update({f"layout_{what}": n for what, n in getattr(getattr(step, "sources", None), "failures", {}).items()})
     keeper = request.app[appkeys.KEEPER]
-    kept = {"compactions": dict(keeper.compactions), "summarizer": dict(keeper.refiner.counts), "remember_failed": keeper.remember_failed}
+    kept = {
+        "compactions": dict(keeper.compactions),
+        "summarizer": dict(keeper.refiner.counts),
+        "remember_failed": keeper.remember_failed,
+        "read_again": keeper.held.refreshed,  # held reads of agents' memory made again in the background
+    }
     stall = getattr(measurer.store, "stall", None)
     offload = measurer.offload
     unsettled = request.app[appkeys.UNSETTLED]  # requests that waited for their agent's answer sent before its work
@@ -174,6 +179,7 @@ async def stats(request: web.Request) -> web.Response:
             "store_size": size,
             "upstream_pool": pool,
             "rewrites": dict(offload.where),
+            "rewrites_in_thread": dict(offload.why),  # why not on the loop
             "settling": {"waited": unsettled.waited, "overdue": unsettled.overdue},
             "memory": kept,
         }

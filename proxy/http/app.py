@@ -104,6 +104,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
         shelf=Shelf(config.cards.recheck_seconds),
     )
     keeper.held.on = not config.store.shared  # replicas write the same store: read it each time (in a worker, as all their requests)
+    keeper.held.refresh = offload.background  # a held read past its time is read again in the background, not on a request's path
     longctx.start(config.store.queue_max, config.s0.retention_days or config.sessions.ttl_days, config.store.sweep_interval_hours)
     if config.audit.path is not None:
         app[appkeys.AUDIT_FILE] = AuditFile(config.audit)
