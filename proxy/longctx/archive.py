@@ -322,7 +322,7 @@ SMALL_MAP_SHARE = 0.07
 (about 780 tokens at 8k) and the map SMALL_MAP_SHARE (about 420), tapering to SMALL_SHARE at twice RECENT_FLOOR
 (16k's 13,600 are past it: unchanged there); the block lists its chunks by id only there (``small_window``). At 8k
 the chunk list's descriptions (~250 tokens) kept less of what the next step used than as many of the agent's lines
-(BENCHMARKS.md, "seventh pass": 8k 83.6 → 90.4 %, cost 0.50× either way, needles 91.3 → 89.6 %)."""
+(BENCHMARKS.md, "seventh pass": 8k 83.6 → 90.4 %, cost 0.50× either way, needles 91.3 → 89.5 %)."""
 
 MAP_SHARE = 0.1
 """The map of the code the agent saw takes MAP_SHARE of the usable window past its first RECENT_FLOOR tokens, and at
