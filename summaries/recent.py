@@ -5,8 +5,8 @@ archived messages (the scripts it wrote and rewrote, the commands it ran), and a
 them (a bag of identifiers would keep the names and lose what was done with them). This keeps lines of those
 messages as they were — their words and their calls' arguments, decoded — within a budget: a line is kept only where
 it names something (an identifier, a path, a dotted name, a printed range like ``870p``) that no other kept line, nor
-what the request holds anyway, names, and the lines chosen are those naming the most such things for their length,
-newer messages first among equals (each message back weighs ``DECAY`` as much): a long script written once, 30
+what the request holds anyway, names, and the lines chosen are those naming the most such things for their length (a
+name counting more the more archived messages name it), newer messages first among equals (each message back weighs ``DECAY`` as much): a long script written once, 30
 messages back, whose names the next step repeats, wins over the one-word lines of the newest messages, and a script
 rewritten five times costs its lines once. Tool outputs are not kept here (tried: a few novel lines of each archived
 output took the room of the agent's lines and kept fewer of the terms its next steps used)."""
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ DECAY = 0.98
 SPAN = 20
 """Lines are chosen among the newest messages holding about this many times the budget of candidate lines (bounds the
 work on a long archived stretch; far older lines weigh too little to be chosen anyway)."""
+COUNTED_CHARS = 50_000
+"""How much of each archived message is read for how often a name comes back (a huge output costs no more than this)."""
 _DIGIT_LED = re.compile(r"(?<![\w.])\d+[A-Za-z_][A-Za-z0-9_]{0,5}(?!\w)")
 """Short words led by digits (``870p`` of ``sed -n '850,870p'``, ``2to3``): where the agent was looking (a long run
 of letters and digits, a hash or a key, is no such word)."""
@@ -65,6 +68,18 @@ def _named(text: str) -> set[str]:
     return terms(text) | set(_DIGIT_LED.findall(text))
 
 
+def _named_in(messages: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each name's weight: 1 + log2 of how many of ``messages`` (the agent's words and calls, the tools' outputs) name
+    it. A name the stretch came back to is one its next steps come back to (BENCHMARKS.md, "seventh pass": +0.8 point
+    at 8k)."""
+    count: dict[str, int] = {}
+    for m in messages:
+        text = said(m) if m.get("role") == "assistant" else message_text(m) or ""
+        for name in _named(text[:COUNTED_CHARS]):
+            count[name] = count.get(name, 0) + 1
+    return {name: 1 + math.log2(n) for name, n in count.items() if n > 1}
+
+
 def _cut(line: str) -> str:
     return line.rstrip() if len(line) <= LINE_CHARS else line.rstrip()[: LINE_CHARS - 1] + "…"
 
@@ -85,6 +100,7 @@ def recent_work(
     if budget <= 0:
         return ""
     seen = _named(known)
+    weight = _named_in(messages)
     lines: list[tuple[float, int, int, str, frozenset[str]]] = []  # weight, message, line, text, what it names anew
     size, age = 0, 0
     for k in range(len(messages) - 1, -1, -1):
@@ -107,7 +123,7 @@ def recent_work(
         return len(text) + 1 + (0 if k in chosen else len(f"[{first + k}] "))
 
     def value(n: int) -> float:
-        return lines[n][0] * len(lines[n][4] - held) / cost(n)
+        return lines[n][0] * sum(weight.get(name, 1.0) for name in lines[n][4] - held) / cost(n)
 
     heap = [(-value(n), n) for n in range(len(lines))]
     heapq.heapify(heap)

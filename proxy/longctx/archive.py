@@ -245,7 +245,7 @@ def archive(
     summary = summarize(h, end)
     carrier = AFTER_HEAD if options.block == "after_task" else max((i for i in range(h) if client[i].get("role") in SYSTEM_ROLES), default=INSERTED)
     turns = sum(1 for m in client[h : end + 1] if m.get("role") == "assistant")
-    block = block_of(replace(options, recent_tokens=p.recent, map_tokens=p.map), client, number, h, end, summary, tool)
+    block = block_of(replace(options, recent_tokens=p.recent, map_tokens=p.map), client, number, h, end, summary, tool, budget.usable)
     block_tokens = count(block) + (NEW_MESSAGE_TOKENS if carrier in (INSERTED, AFTER_HEAD) else count(BLOCK_SEPARATOR))
     raw_after = p.fixed + block_tokens + p.suffix
     tokens_after = round(raw_after * ratio)
@@ -311,32 +311,64 @@ RECENT_SHARE = 0.1
 RECENT_FLOOR = 6000
 SMALL_SHARE = 0.055
 """The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
-RECENT_FLOOR tokens, and at least SMALL_SHARE of it: about 330 tokens at 8k (usable 6,000), 760 at 16k, from 32k up
-``archive.recent_tokens``. Chosen by what they name per character, a few hundred tokens of them at 8k keep more of
+RECENT_FLOOR tokens, and at least SMALL_SHARE of it (760 at 16k, from 32k up ``archive.recent_tokens``); below 16k
+more (``small_share``). Chosen by what they name per character, a few hundred tokens of them at 8k keep more of
 what the next step uses than the one more verbatim turn they take the room of (BENCHMARKS.md, "sixth pass": 8k
 70.1 → 83.6 % with the map's as much; none there before, when they were the newest lines)."""
 
+SMALL_RECENT_SHARE = 0.13
+SMALL_MAP_SHARE = 0.07
+"""At a usable window of RECENT_FLOOR tokens or less (8k) the agent's lines take at least SMALL_RECENT_SHARE of it
+(about 780 tokens at 8k) and the map SMALL_MAP_SHARE (about 420), tapering to SMALL_SHARE at twice RECENT_FLOOR
+(16k's 13,600 are past it: unchanged there); the block lists its chunks by id only there (``small_window``). At 8k
+the chunk list's descriptions (~250 tokens) kept less of what the next step used than as many of the agent's lines
+(BENCHMARKS.md, "seventh pass": 8k 83.6 → 90.4 %, cost 0.50× either way, needles 91.3 → 89.5 %)."""
+
 MAP_SHARE = 0.1
 """The map of the code the agent saw takes MAP_SHARE of the usable window past its first RECENT_FLOOR tokens, and at
-least SMALL_SHARE of it, at most ``archive.map_tokens``."""
+least SMALL_SHARE of it (more below 16k: ``small_share``), at most ``archive.map_tokens``."""
+
+
+def small_share(usable: float, most: float) -> float:
+    """The least share of a usable window the agent's lines (``most``: SMALL_RECENT_SHARE) or the map (SMALL_MAP_SHARE)
+    take: ``most`` up to RECENT_FLOOR tokens, falling linearly to SMALL_SHARE at twice RECENT_FLOOR, SMALL_SHARE past it."""
+    if usable <= RECENT_FLOOR:
+        return most
+    if usable >= 2 * RECENT_FLOOR:
+        return SMALL_SHARE
+    return most + (SMALL_SHARE - most) * (usable - RECENT_FLOOR) / RECENT_FLOOR
+
+
+def small_window(usable: float | None) -> bool:
+    """Whether a usable window is small enough (under twice RECENT_FLOOR tokens: 8k, 12k) that the block lists its
+    chunks by id and messages only (``archive_block``'s ``ids_only``): the room goes to the agent's lines and the map,
+    and a chunk is still recalled by its id, by a file it names, with the recall tool, or searched."""
+    return usable is not None and usable < 2 * RECENT_FLOOR
 
 
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:
     """The options with the summary's and the verbatim messages' budgets scaled to a small usable window (the same
     object when nothing changes)."""
     tokens = min(options.summary_tokens, max(SUMMARY_MIN, int(SUMMARY_SHARE * usable)))
-    small = int(SMALL_SHARE * usable)
-    recent = min(options.recent_tokens, max(small, int(RECENT_SHARE * (usable - RECENT_FLOOR))))
-    seen_map = min(options.map_tokens, max(small, int(MAP_SHARE * (usable - RECENT_FLOOR))))
-    if tokens == options.summary_tokens and recent == options.recent_tokens and seen_map == options.map_tokens:
+    recent = min(options.recent_tokens, max(int(small_share(usable, SMALL_RECENT_SHARE) * usable), int(RECENT_SHARE * (usable - RECENT_FLOOR))))
+    seen_map = min(options.map_tokens, max(int(small_share(usable, SMALL_MAP_SHARE) * usable), int(MAP_SHARE * (usable - RECENT_FLOOR))))
+    if (tokens, recent, seen_map) == (options.summary_tokens, options.recent_tokens, options.map_tokens):
         return options
     return replace(options, summary_tokens=tokens, recent_tokens=recent, map_tokens=seen_map)
 
 
 def block_of(
-    options: ArchiveOptions, client: Sequence[Mapping[str, Any]], number: int, head: int, end: int, summary: Summary, tool: str | None = None
+    options: ArchiveOptions,
+    client: Sequence[Mapping[str, Any]],
+    number: int,
+    head: int,
+    end: int,
+    summary: Summary,
+    tool: str | None = None,
+    usable: float | None = None,
 ) -> str:
-    """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and on the path)."""
+    """The block of archive ``number`` replacing messages head..end with ``summary`` (the same bytes ahead of need and
+    on the path); ``usable``: the usable window (a small one lists the chunks by id only)."""
     turns = sum(1 for m in client[head : end + 1] if m.get("role") == "assistant")
     lines = [ChunkLine(c.chunk_id, c.first, c.last, c.line) for c in summary.chunks]
     known = "\n".join([summary.text, *(said(m) if m.get("role") == "assistant" else text_of(m) for m in [*client[:head], *client[end + 1 :]])])
@@ -344,7 +376,9 @@ def block_of(
     # business in every later request)
     recent = redact(recent_work(client[head : end + 1], head, options.recent_tokens, known, redact)) if options.recent_tokens else ""
     seen = redact(code_map(client[head : end + 1], head, options.map_tokens, known + "\n" + recent)) if options.map_tokens else ""
-    return archive_block(number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent, seen)
+    return archive_block(
+        number, head, end, turns, summary.text, lines, options.chunks_listed, summary.chinese, tool, recent, seen, small_window(usable)
+    )
 
 
 def with_record(archives: Sequence[Mapping[str, Any]], record: Mapping[str, Any], kept: int) -> list[dict[str, Any]]:

@@ -46,23 +46,24 @@ class ArchiveOptions:
     """Budget of the agent's own archived messages the block keeps verbatim after the summary: their words and their
     calls' arguments, line by line, a line kept only where it names something (an identifier, a path, a printed range
     like ``870p``) that no other kept line, the summary, the task or the newest turns name; the lines naming the most
-    such things for their length are chosen first, newer messages first among equals (each message back weighs
-    0.98), shown grouped by message in their order; each message is redacted whole before it is cut into lines. The
-    scripts and commands its next steps reuse; counted in what the archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k
-    (about 330 at 8k). 0: none."""
+    such things for their length are chosen first (a name counting more the more archived messages name it), newer
+    messages first among equals (each message back weighs 0.98), shown grouped by message in their order; each message
+    is redacted whole before it is cut into lines. The scripts and commands its next steps reuse; counted in what the
+    archive restarts at, so fewer older turns stay verbatim. Scaled down below 32k (about 780 at 8k). 0: none."""
     map_tokens: int = 1000
     """Budget of the map of the code the agent saw in the archived stretch (``summaries.codemap``, ``<code-map>``):
     per file its outputs showed (a read, an editor's view, ``grep -n`` hits, a traceback's frames), the definitions
     they held (classes, functions, ``Class.method``, module-level names, imports) with their line numbers and the
     names each shown body used, one line per file, the files the agent looked at and named most first, a name listed
     only where the request names it nowhere else. Counted in what the archive restarts at, like ``recent_tokens``;
-    scaled down below 32k (about 760 at 16k, 330 at 8k). 0: none."""
+    scaled down below 32k (about 760 at 16k, 420 at 8k). 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
     """An S2 chunk covers about this many tokens of history, in whole turns: the unit that is recalled later."""
     chunks_listed: int = 6
-    """The newest S2 chunks the archive block lists by id (older ones are found by search)."""
+    """The newest S2 chunks the archive block lists by id (older ones are found by search); below 16k by id and
+    messages only, without what each holds."""
     kept: int = 4
     """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
     early: bool = True

@@ -240,7 +240,7 @@ class LongCtx:
         summary = self.summarize(agent_id, session_id, client, links, tokens, first, last, count, base, options.summary_tokens)
         self.extractor.digest(client[last + 1 :], last + 1)  # the calls after it classified: a later end finds them known
         if count is not None and number is not None:  # the counter remembers it: the archiving request finds it counted
-            count(block_of(options, client, number, first, last, summary))
+            count(block_of(options, client, number, first, last, summary, usable=usable))
             count(BLOCK_SEPARATOR)
         return made
 
