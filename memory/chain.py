@@ -151,6 +151,11 @@ class FingerprintOptions:
     next request against."""
     per_start: int = 4
     """Recent requests kept per conversation start (system messages + task): parallel runs of a task."""
+    messages_max: int = 32768
+    """Messages kept across those requests (about 190 bytes each: key, digest, link; ≈6 MiB): past it the least recently
+    fingerprinted starts go too, never the one just fingerprinted. ``recent_max`` alone let 128 requests of 2,000
+    messages hold ~49 MB, kept after their conversations ended (a finished task's latest request stays until 128
+    newer ones push it out)."""
 
 
 def first_non_system(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -256,11 +261,18 @@ class Fingerprinter:
         """Recent requests per start, least recently fingerprinted first; bounded by the requests kept in all (``_kept``,
         up to ``per_start`` per entry), not by entries, so not a ``memory.lru.LRU``."""
         self._kept = 0
+        self._messages = 0
+        """Messages (keys) across the kept requests: bounded by ``messages_max``."""
         self._lock = threading.Lock()
         """Worker threads fingerprint side by side: the recent requests are read and replaced under it."""
 
     def __len__(self) -> int:
         return self._kept
+
+    @property
+    def messages(self) -> int:
+        """Messages kept across the recent requests (what ``messages_max`` bounds)."""
+        return self._messages
 
     def chain(self, messages: Sequence[Mapping[str, Any]]) -> MessageChain:
         """The request's chain (identical to `chain_of(messages)`)."""
@@ -287,7 +299,7 @@ class Fingerprinter:
                 for old, old_chain in candidates
                 if not (old_chain.links and len(old) <= len(links) and links[len(old) - 1] == old_chain.links[-1])
             ]
-            self._remember(head, [(keys, chain), *kept], len(candidates))
+            self._remember(head, [(keys, chain), *kept])
         return chain
 
     def _reuse(self, messages: Sequence[Mapping[str, Any]], keys: list[int | bytes], old: list[int | bytes], old_chain: MessageChain) -> MessageChain:
@@ -309,13 +321,17 @@ class Fingerprinter:
             links.append(previous.hex())
         return MessageChain(tuple(digests), tuple(links), first_non_system(messages))
 
-    def _remember(self, head: tuple[int | bytes, ...], kept: list[tuple[list[int | bytes], MessageChain]], before: int) -> None:
-        self._recent.pop(head, None)
+    def _remember(self, head: tuple[int | bytes, ...], kept: list[tuple[list[int | bytes], MessageChain]]) -> None:
+        """Keep ``kept`` for ``head`` in place of what was kept for it (under the lock), then the bounds."""
+        before = self._recent.pop(head, [])
         del kept[self.options.per_start :]
         self._recent[head] = kept
-        self._kept += len(kept) - before
-        while self._kept > self.options.recent_max and self._recent:
-            self._kept -= len(self._recent.popitem(last=False)[1])
+        self._kept += len(kept) - len(before)
+        self._messages += sum(len(k) for k, _ in kept) - sum(len(k) for k, _ in before)
+        while self._recent and (self._kept > self.options.recent_max or (self._messages > self.options.messages_max and len(self._recent) > 1)):
+            dropped = self._recent.popitem(last=False)[1]
+            self._kept -= len(dropped)
+            self._messages -= sum(len(k) for k, _ in dropped)
 
 
 def _digest(message: Mapping[str, Any], key: int | bytes) -> bytes:

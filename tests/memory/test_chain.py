@@ -222,3 +222,22 @@ def test_a_huge_message_hashes_in_pieces_to_the_digest_of_the_whole() -> None:
             data = text.encode("utf-8", "surrogatepass")
             whole.update(tag + len(data).to_bytes(8, "little") + data)
         assert message_digest({"role": "tool", "content": content, "tool_call_id": "call_1"}) == whole.digest()
+
+
+def test_fingerprinter_keeps_a_bounded_number_of_messages() -> None:
+    """Finished tasks' latest requests are kept until newer ones push them out: bounded by messages too, not only by
+    requests (128 requests of 400 messages would keep 51,000 messages; issue 27's soak: ~190 bytes each)."""
+    options = FingerprintOptions(messages_max=10_000)
+    fingerprinter = Fingerprinter(options)
+    system = {"role": "system", "content": "rules"}
+    for task in range(60):  # 60 tasks of 400 messages each, one request each (the last of a finished task)
+        request = [system] + [{"role": "user" if i % 2 == 0 else "assistant", "content": f"task {task} step {i}"} for i in range(400)]
+        assert fingerprinter.chain(request) == chain_of(request)
+        assert fingerprinter.messages <= options.messages_max
+    assert len(fingerprinter) == 10_000 // 401  # the newest whole requests that fit
+    big = [system] + [{"role": "user", "content": f"long {i}"} for i in range(12_000)]  # one request past the bound stays, alone
+    assert fingerprinter.chain(big) == chain_of(big)
+    assert len(fingerprinter) == 1 and fingerprinter.messages == len(big)
+    grown = [*big, {"role": "assistant", "content": "more"}]
+    assert fingerprinter.chain(grown) == chain_of(grown)  # extended from what was kept
+    assert len(fingerprinter) == 1 and fingerprinter.messages == len(grown)
