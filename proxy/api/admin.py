@@ -153,6 +153,7 @@ async def stats(request: web.Request) -> web.Response:
         "summarizer": dict(keeper.refiner.counts),
         "remember_failed": keeper.remember_failed,
         "read_again": keeper.held.refreshed,  # held reads of agents' memory made again in the background
+        "archives_unsettled": keeper.pending.overdue,  # archives that stopped waiting for the keeper's earlier work
     }
     stall = getattr(measurer.store, "stall", None)
     offload = measurer.offload

@@ -21,6 +21,9 @@ class Pending:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._count: dict[Hashable, int] = {}
+        self.overdue = 0
+        """Waits that ran out with answers still pending (an archive then forwarded what the keeper had so far:
+        ``memory.archives_unsettled`` in GET /ruyi/v1/stats, and ``archive_memory_unsettled`` in the log)."""
 
     def expect(self, key: Hashable) -> None:
         with self._cond:
@@ -43,7 +46,10 @@ class Pending:
         except RuntimeError:
             pass
         with self._cond:
-            return self._cond.wait_for(lambda: key not in self._count, timeout)
+            settled = self._cond.wait_for(lambda: key not in self._count, timeout)
+            if not settled and timeout > 0:
+                self.overdue += 1
+            return settled
 
     def __len__(self) -> int:
         return len(self._count)

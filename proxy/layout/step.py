@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from dataclasses import replace as copied
 from typing import Any, Protocol, Self, TypeVar
 
+import structlog
+
 from memory.forms.facts import is_chinese
 from memory.forms.render import compact as compact_form
 from memory.session import How
@@ -20,6 +22,8 @@ from proxy.layout.sections import Section, anchors_text, block, core, full_syste
 from proxy.layout.sources import NO_MEMORY, Memory, Sources
 from proxy.layout.trailing import Metadata, delta, newest_input, now_with_zone, trailing_block
 from summaries.extractive import text_of
+
+log = structlog.get_logger(__name__)
 
 Messages = list[dict[str, Any]]
 Positions = tuple[int, ...]
@@ -265,7 +269,8 @@ class LayoutStep:
         m, keeper = ctx.measurement, ctx.keeper
         assert m is not None
         if keeper is not None:  # what the session's earlier answers taught is remembered first (bounded): the same bytes
-            keeper.pending.wait((m.session.agent_id, m.session.session_id))  # however fast the keeper went
+            if not keeper.pending.wait((m.session.agent_id, m.session.session_id)):  # however fast the keeper went
+                log.warning("archive_memory_unsettled", session=m.session.session_id, request_id=ctx.request_id)  # bytes may differ on a replay
         compact = ""
         room = m.budget.usable - (outcome.tokens_after if outcome is not None else m.tokens)
         if self.options.reminder and not (ctx.longctx is not None and ctx.longctx.overflow) and room > COMPACT_ROOM:

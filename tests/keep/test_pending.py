@@ -44,3 +44,19 @@ async def test_on_the_event_loop_it_only_looks() -> None:
     pending.expect(KEY)
     assert pending.wait(KEY, 60) is False  # returns at once: the loop never blocks
     await asyncio.sleep(0)
+
+
+def test_a_wait_that_runs_out_is_counted_and_one_on_the_loop_is_not() -> None:
+    """An archive that stopped waiting for the keeper forwarded what it had so far: counted (GET /ruyi/v1/stats,
+    ``memory.archives_unsettled``) so a replay that differs can be told from one that should not."""
+    pending = Pending()
+    assert pending.wait(KEY, 0.01) and pending.overdue == 0  # nothing pending: settled at once
+    pending.expect(KEY)
+    assert not pending.wait(KEY, 0.01) and pending.overdue == 1
+
+    async def on_the_loop() -> bool:
+        return pending.wait(KEY)  # never waits on the loop, and that is not an archive giving up
+
+    assert asyncio.run(on_the_loop()) is False and pending.overdue == 1
+    pending.done(KEY)
+    assert pending.wait(KEY, 0.01) and pending.overdue == 1

@@ -84,7 +84,10 @@ async def test_a_restart_mid_trace_forwards_byte_identical_requests(upstream: Te
     assert set(sessions) == {session}
     got = forwarded(fake)
     assert [i for i, _ in got] == [i for i, _ in expected] == ids
-    assert [body for _, body in got] == [body for _, body in expected]  # byte for byte
+    # byte for byte; when not, say whether an archive stopped waiting for the keeper (the block then differs by design)
+    unsettled = [log.name for log in (tmp_path / "uninterrupted.log", tmp_path / "killed.log") if "archive_memory_unsettled" in log.read_text()]
+    differing = [i for i, ((_, a), (_, b)) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not differing, f"requests {differing} differ (cut at {cut}); archives unsettled in: {unsettled or 'neither log'}"
     assert any(b"[ruyi:" in body or b"<ruyi-archive" in body for _, body in got[cut:])
 
 
