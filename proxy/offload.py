@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import functools
 import threading
+from collections import Counter
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
@@ -124,7 +125,7 @@ class Offload:
         self.turns = SessionTurns()
         self.where: dict[str, int] = {"on_loop": 0, "in_thread": 0}
         """Where requests were rewritten since start-up (counted on the loop): small ones of warm sessions on the loop."""
-        self.why: dict[str, int] = {}
+        self.why: Counter[str] = Counter()
         """Why requests were rewritten in a worker thread (``_plan_on_loop``'s reasons), since start-up."""
         self.stuck_s = stuck_s
         """A store lock held longer than this is a stuck store (``held_longest``); None: wait for the store however long."""

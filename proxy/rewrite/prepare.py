@@ -194,10 +194,10 @@ def _plan_on_loop(
     why = measurer.offload.why
     lock = measurer.sessions.lock  # type: ignore[attr-defined]
     if measurer.shared or len(raw) > app[appkeys.CONFIG].server.loop_rewrite_bytes:
-        why["replicas" if measurer.shared else "large"] = why.get("replicas" if measurer.shared else "large", 0) + 1
+        why["replicas" if measurer.shared else "large"] += 1
         return ALL_IN_THREAD
     if not lock.acquire(blocking=False):
-        why["registry_busy"] = why.get("registry_busy", 0) + 1
+        why["registry_busy"] += 1
         return ALL_IN_THREAD
     try:
         messages = dialect.to_canonical(body)
@@ -205,18 +205,17 @@ def _plan_on_loop(
             if not _measure(app, dialect, body, messages, ctx, headers, ollama, window, stored=False):
                 return Plan("done", forwarded=raw)
         except NeedsStore:
-            why["session_not_held"] = why.get("session_not_held", 0) + 1
+            why["session_not_held"] += 1
             return ALL_IN_THREAD  # nothing changed yet: resolved again in a worker, with the store
         m = ctx.measurement
         assert m is not None and m.turn is not None
         if not m.turn.ready() or not _memory_only(app, ctx):  # its session's previous request is still being
-            reason = "turn_busy" if not m.turn.ready() else "store_reads"
-            why[reason] = why.get(reason, 0) + 1
+            why["turn_busy" if not m.turn.ready() else "store_reads"] += 1
             return Plan("rest_in_turn", messages=messages)  # rewritten, or I/O ahead
         try:
             built = build(app, dialect, raw, body, messages, ctx)
             if _writes_now(app, ctx, built):
-                why["durable_write"] = why.get("durable_write", 0) + 1
+                why["durable_write"] += 1
                 return Plan("rest_in_turn", messages=messages, built=built)
             out = record(app, ctx, built)
         except Exception:  # fail open: the client's own bytes go through
