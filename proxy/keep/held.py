@@ -100,18 +100,24 @@ class Held:
 
     def _reread(self, key: tuple[str, ...], read: Callable[[], Any]) -> None:
         try:
-            with self._lock:
-                before = (self._epoch, self._generation.peek(key[0], 0))
-            value = read()
-            with self._lock:
-                if (self._epoch, self._generation.peek(key[0], 0)) == before and key in self._values:
-                    self._keep(key, value, read)
-                    self.refreshed += 1
+            self._read(key, read, again=True)
         except Exception:  # the store failed: the held read stays until ``stale_s``, then a request reads again
             log.warning("held_read_again_failed", what=key[1], exc_info=True)
         finally:
             with self._lock:
                 self._refreshing.discard(key)
+
+    def _read(self, key: tuple[str, ...], read: Callable[[], Any], again: bool = False) -> Any:
+        """``read()``, kept unless a write for the agent came meanwhile (``again``: and only while ``key`` is still held,
+        in place of what is)."""
+        with self._lock:
+            before = (self._epoch, self._generation.peek(key[0], 0))
+        value = read()
+        with self._lock:
+            if (self._epoch, self._generation.peek(key[0], 0)) == before and (not again or key in self._values):
+                self._keep(key, value, read)
+                self.refreshed += again
+        return value
 
     def get(self, key: tuple[str, ...], read: Callable[[], Any]) -> Any:
         """The value held for ``key`` (its first item the agent), else ``read()``, held unless a write came meanwhile."""
@@ -120,12 +126,7 @@ class Held:
         with self._lock:
             if self._usable(key):
                 return self._values[key][1]
-            before = (self._epoch, self._generation.peek(key[0], 0))
-        value = read()
-        with self._lock:
-            if (self._epoch, self._generation.peek(key[0], 0)) == before:
-                self._keep(key, value, read)
-        return value
+        return self._read(key, read)
 
     def put(self, key: tuple[str, ...], value: Any) -> None:
         """Held after the keeper wrote it itself (a snapshot, immutable once made)."""
