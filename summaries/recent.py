@@ -17,6 +17,7 @@ import heapq
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -72,11 +73,10 @@ def _named_in(messages: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Each name's weight: 1 + log2 of how many of ``messages`` (the agent's words and calls, the tools' outputs) name
     it. A name the stretch came back to is one its next steps come back to (BENCHMARKS.md, "seventh pass": +0.8 point
     at 8k)."""
-    count: dict[str, int] = {}
+    count: Counter[str] = Counter()
     for m in messages:
         text = said(m) if m.get("role") == "assistant" else message_text(m) or ""
-        for name in _named(text[:COUNTED_CHARS]):
-            count[name] = count.get(name, 0) + 1
+        count.update(_named(text[:COUNTED_CHARS]))
     return {name: 1 + math.log2(n) for name, n in count.items() if n > 1}
 
 
