@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -26,6 +26,9 @@ class LRU(OrderedDict[K, V]):
     With ``max_bytes``, ``size(key, value)`` says what an entry holds in bytes (it must give the same figure for the
     same entry each time: a pure function of both); ``held_bytes`` is their sum, and a write past ``max_bytes`` drops
     the least recently used too, but never the entry just written (one entry larger than the bound stays, alone).
+
+    ``forget_idle`` drops the entries neither written nor hit for a while (what a finished conversation left), so a
+    cache holds what is in use rather than filling to its bound over hours.
 
     Worker threads may share one without a lock, as they share an ``OrderedDict``: each step is one of its own
     operations, and an entry another thread dropped meanwhile is a miss, not an error. A cache bounded in bytes
@@ -49,6 +52,11 @@ class LRU(OrderedDict[K, V]):
         self.held_bytes = 0
         """The sum of ``size`` over the entries (0 without a bound in bytes)."""
         self._lock = threading.RLock() if size is not None else None
+        self.touches = 0
+        """Writes and hits so far. The entries written or hit since a moment are at most the growth of this count
+        since then, and they are the last ones: every entry before them was untouched since (``forget_idle``)."""
+        self._marks: deque[tuple[float, int]] = deque()
+        """(time, ``touches`` then), oldest first: one per ``forget_idle`` call, kept while it may still be needed."""
 
     @overload
     def get(self, key: K, default: None = None, /) -> V | None: ...
@@ -65,6 +73,7 @@ class LRU(OrderedDict[K, V]):
             return default
         with contextlib.suppress(KeyError):  # another thread dropped it meanwhile
             self.move_to_end(key)
+        self.touches += 1
         return value
 
     @overload
@@ -85,6 +94,7 @@ class LRU(OrderedDict[K, V]):
         super().__setitem__(key, value)
         with contextlib.suppress(KeyError):
             self.move_to_end(key)
+        self.touches += 1
         while len(self) > self.max_entries:
             try:
                 old, gone = self.popitem(last=False)
@@ -103,6 +113,7 @@ class LRU(OrderedDict[K, V]):
                 self.held_bytes -= size(key, old)
             OrderedDict.__setitem__(self, key, value)
             self.move_to_end(key)
+            self.touches += 1
             self.held_bytes += size(key, value)
             while len(self) > self.max_entries or (self.held_bytes > limit and len(self) > 1):
                 k = next(iter(self))
@@ -162,3 +173,29 @@ class LRU(OrderedDict[K, V]):
         with self._lock:
             OrderedDict.clear(self)
             self.held_bytes = 0
+
+    def forget_idle(self, now: float, idle_s: float, limit: int) -> int:
+        """Drop, least recently used first, up to ``limit`` entries neither written nor hit (``get``) in the last
+        ``idle_s`` seconds, each handed to ``evicted``; returns how many went. ``now`` is any clock's time, the same
+        clock at every call: each call marks it with ``touches``, and what goes is what the newest mark at least
+        ``idle_s`` old proves untouched since (so nothing goes before the calls span ``idle_s``). Call it again
+        while it returns ``limit``. A peek does not count as use: a cache read only with ``peek`` forgets what was
+        written that long ago (counted again when asked for again)."""
+        marks, cutoff = self._marks, now - idle_s
+        if not marks or marks[-1][0] < now:
+            marks.append((now, self.touches))
+        while len(marks) > 1 and marks[1][0] <= cutoff:
+            marks.popleft()
+        if marks[0][0] > cutoff:
+            return 0
+        untouched = len(self) - (self.touches - marks[0][1])
+        dropped = 0
+        while dropped < min(limit, untouched):
+            try:
+                key, value = self.popitem(last=False)
+            except KeyError:  # another thread emptied it meanwhile
+                break
+            dropped += 1
+            if self.evicted is not None:
+                self.evicted(key, value)
+        return dropped

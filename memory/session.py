@@ -28,10 +28,14 @@ class SessionOptions:
     session of the request at hand (10,000 sessions of 200 messages would hold about 300 MB)."""
     ttl_days: float = 14.0
     """Sessions (and their refs) unseen for this long are removed, by a daily sweep and ``ruyi store vacuum``."""
+    idle_s: float = 300.0
+    """With a store, a session unseen for this long leaves memory (checked every 30 s; the store keeps it, and its
+    next request reads it back), so memory holds the sessions in use rather than filling to ``max_mb`` over hours.
+    Without a store memory is all there is: kept until the bounds above push it out. 0: kept with a store too."""
 
     def check(self) -> None:
-        if self.max < 1 or self.max_mb < 1 or self.ttl_days <= 0:
-            raise ValueError("max and max_mb must be at least 1 and ttl_days positive")
+        if self.max < 1 or self.max_mb < 1 or self.ttl_days <= 0 or self.idle_s < 0:
+            raise ValueError("max and max_mb must be at least 1, ttl_days positive and idle_s not negative")
 
 
 @dataclass

@@ -259,6 +259,22 @@ class SessionRegistry(WriteThrough):
             log.info("sessions_expired", count=len(removed))
         return len(removed)
 
+    def release_idle(self, limit: int) -> int:
+        """With a store, let up to ``limit`` sessions unseen for ``idle_s`` leave memory, least recently used first
+        (the store keeps them; their next request reads them back); returns how many left (call again while it is
+        ``limit``). What is unsaved stays unsaved (`_load` reads it back from there)."""
+        if self.store is None or self.options.idle_s <= 0:
+            return 0
+        before = self._clock() - self.options.idle_s
+        idle: list[tuple[str, str]] = []
+        for key in self._lru:  # least recently used first: resolving or recording a session moves it last
+            if len(idle) == limit or self._agents[key[0]].sessions[key[1]].last_seen >= before:
+                break
+            idle.append(key)
+        for key in idle:
+            self._evict(*key)
+        return len(idle)
+
     def _find(
         self,
         agent_id: str,

@@ -50,6 +50,7 @@ def make_app(config: Config, steps: Sequence[PipelineStep] = (), probe_upstream:
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_daily_sweep)
     app.cleanup_ctx.append(_idle_compaction)
+    app.cleanup_ctx.append(_forget_idle)
     if probe_upstream:
         app.cleanup_ctx.append(_startup_probe)
     app.router.add_get("/healthz", health.healthz)
@@ -128,6 +129,12 @@ async def _begin_shutdown(app: web.Application) -> None:
 async def _daily_sweep(app: web.Application) -> AsyncIterator[None]:
     hours = app[appkeys.CONFIG].store.sweep_interval_hours
     task = asyncio.create_task(sweep_forever(app[appkeys.MEASURER].sessions, hours * 3600))
+    yield
+    task.cancel()
+
+
+async def _forget_idle(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[appkeys.MEASURER].forget_idle_forever())
     yield
     task.cancel()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -44,6 +46,10 @@ OLLAMA_API = {"ollama_chat": "chat", "ollama_generate": "generate", "openai_chat
 CONTEXT_1M = 1_000_000
 """The window ``anthropic-beta: context-1m-…`` opens on the Claude models that offer it."""
 SHOW_TIMEOUT = aiohttp.ClientTimeout(total=5)
+IDLE_EVERY_S = 30.0
+"""How often what was not used for ``tokens.idle_s`` / ``sessions.idle_s`` is forgotten."""
+IDLE_STEP = 2000
+"""Counts forgotten per cache and step on the loop (a fraction of a millisecond), sessions per step in a worker."""
 
 
 def wants_context_1m(headers: Mapping[str, str]) -> bool:
@@ -94,6 +100,30 @@ class Measurer:
         self.loaded = LoadedModels()
         self.server_windows = ServerWindows(self._get_json, config.window)
         self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (codex, claude -c)
+        self.forgotten: Counter[str] = Counter()
+        """What ``forget_idle_forever`` let go since start-up: token ``counts``, ``sessions`` (GET /ruyi/v1/stats)."""
+
+    async def forget_idle_forever(self) -> None:
+        """From start-up, every ``IDLE_EVERY_S`` (or a tenth of the shorter idle time, when less): forget the token counts not used for ``tokens.idle_s`` (on the loop, a
+        bounded step at a time) and let the sessions unseen for ``sessions.idle_s`` leave memory (in a worker thread,
+        under the registry's lock), so memory follows the conversations in use, not everything seen since start-up."""
+        idle = [s for s in (self.config.tokens.idle_s, self.config.sessions.idle_s) if s > 0]
+        if not idle:
+            return
+        every_s = min(IDLE_EVERY_S, min(idle) / 10)
+        while True:
+            try:
+                now = time.monotonic()
+                while n := self.counter.forget_idle(now, IDLE_STEP):
+                    self.forgotten["counts"] += n
+                    await asyncio.sleep(0)  # requests between two steps
+                while n := await asyncio.to_thread(self.sessions.release_idle, IDLE_STEP):
+                    self.forgotten["sessions"] += n
+                    if n < IDLE_STEP:
+                        break
+            except Exception:  # tried again at the next round
+                log.warning("idle_forget_failed", exc_info=True)
+            await asyncio.sleep(every_s)
 
     async def drain(self) -> None:
         """Wait until what is queued for the store is written (before reading it back)."""

@@ -107,3 +107,31 @@ def test_threads_leave_the_byte_count_exact() -> None:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
     assert cache.held_bytes == sum(len(v) for v in cache.values()) <= 4_000
+
+
+def test_forget_idle_drops_only_what_nothing_wrote_or_hit_for_the_idle_time() -> None:
+    """Issue 27 (memory flat after warm-up): what finished conversations left goes after ``idle_s``, not when the bound
+    pushes it out hours later; what was written or hit since stays, and each dropped entry is handed on."""
+    gone: list[str] = []
+    cache: LRU[str, int] = LRU(100, evicted=lambda key, _: gone.append(key))
+    assert cache.forget_idle(0.0, 10.0, 100) == 0  # the first call only marks the time
+    for i, key in enumerate("abc"):
+        cache[key] = i
+    assert cache.forget_idle(11.0, 10.0, 100) == 0  # all three were written after the mark at 0
+    cache.get("a")  # used: a is not idle
+    cache["d"] = 3
+    assert cache.forget_idle(20.0, 10.0, 100) == 0  # the mark at 11 is 9 s old
+    assert cache.forget_idle(21.0, 10.0, 1) == 1 and gone == ["b"]  # one at a time: the limit
+    assert cache.forget_idle(21.0, 10.0, 100) == 1 and gone == ["b", "c"]
+    assert list(cache) == ["a", "d"] and cache.forget_idle(21.5, 10.0, 100) == 0
+    cache.peek("a")  # a peek is not a use
+    assert cache.forget_idle(31.0, 10.0, 100) == 2 and not cache  # nothing touched since the mark at 21
+
+
+def test_forget_idle_keeps_a_bounded_cache_in_bytes_consistent() -> None:
+    cache: LRU[str, bytes] = LRU(100, max_bytes=1 << 20, size=lambda _k, v: len(v))
+    cache.forget_idle(0.0, 5.0, 100)
+    cache["old"], cache["new"] = b"x" * 100, b"y" * 10
+    cache.forget_idle(5.0, 5.0, 100)
+    cache["newer"] = b"z" * 7
+    assert cache.forget_idle(10.0, 5.0, 100) == 2 and list(cache) == ["newer"] and cache.held_bytes == 7

@@ -275,3 +275,25 @@ def test_sessions_kept_in_memory_are_bounded_in_bytes_and_read_back(make_store: 
     assert len(alone) == 1 and huge.session.links  # larger than the bound alone: kept, as the request's own
     again = registry.resolve("a", chain_of([*long[0], {"role": "assistant", "content": "done"}]))
     assert (again.how, again.session.session_id, again.shared) == (How.CONTINUED, first.session_id, 3_000)
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["store", "memory-only"])
+def test_idle_sessions_leave_memory_and_their_next_request_reads_them_back(make_store: MakeStore, stored: bool) -> None:
+    """Issue 27: with a store, a session unseen for ``sessions.idle_s`` leaves memory (the registry held every session
+    until ``max_mb``, hours of traffic) and continues where it was; without one memory is all there is: it stays."""
+    trace = load(trace_files()[0])["messages"]
+    now = [0.0]
+    registry = SessionRegistry(SessionOptions(idle_s=300), clock=lambda: now[0], store=make_store() if stored else None)
+    first = registry.resolve("a", chain_of(trace[:5]))
+    registry.flush()
+    now[0] = 200.0
+    registry.resolve("a", chain_of([{"role": "user", "content": "another task"}]))
+    registry.flush()
+    now[0] = 301.0
+    assert registry.release_idle(10) == (1 if stored else 0)
+    assert len(registry) == (1 if stored else 2)
+    now[0] = 501.0
+    assert registry.release_idle(10) == (1 if stored else 0)
+    again = registry.resolve("a", chain_of(trace[:7]))
+    assert (again.how, again.session.session_id, again.shared, again.session.requests) == (How.CONTINUED, first.session.session_id, 5, 2)
+    assert len(registry.list("a")) == 2
