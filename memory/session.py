@@ -29,9 +29,12 @@ class SessionOptions:
     ttl_days: float = 14.0
     """Sessions (and their refs) unseen for this long are removed, by a daily sweep and ``ruyi store vacuum``."""
     idle_s: float = 300.0
-    """With a store, a session unseen for this long leaves memory (checked every 30 s; the store keeps it, and its
-    next request reads it back), so memory holds the sessions in use rather than filling to ``max_mb`` over hours.
-    Without a store memory is all there is: kept until the bounds above push it out. 0: kept with a store too."""
+    """What the sessions' requests left in memory and nothing used for this long goes (checked every 30 s), so memory
+    follows the conversations in use rather than filling to the bounds over hours: token counts and pruning's
+    classifications (counted again when a conversation comes back: by then the upstream's prompt cache has expired
+    too, after 5 minutes at Anthropic and OpenAI), and, with a store, the session itself (its next request reads it
+    back; without a store memory is all there is, and it stays until ``max`` or ``max_mb`` push it out). 0: all kept
+    until those bounds."""
 
     def check(self) -> None:
         if self.max < 1 or self.max_mb < 1 or self.ttl_days <= 0 or self.idle_s < 0:

@@ -154,7 +154,7 @@ async def stats(request: web.Request) -> web.Response:
         "remember_failed": keeper.remember_failed,
         "read_again": keeper.held.refreshed,  # held reads of agents' memory made again in the background
         "archives_unsettled": keeper.pending.overdue,  # archives that stopped waiting for the keeper's earlier work
-        "forgotten_idle": dict(measurer.forgotten),  # token counts and sessions held in memory let go after idle_s
+        "forgotten_idle": dict(measurer.forgotten),  # cached counts and classifications, sessions: let go after sessions.idle_s
     }
     stall = getattr(measurer.store, "stall", None)
     offload = measurer.offload

@@ -134,7 +134,8 @@ async def _daily_sweep(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _forget_idle(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(app[appkeys.MEASURER].forget_idle_forever())
+    others = [step.forget_idle for step in app[appkeys.PIPELINE].each_step() if hasattr(step, "forget_idle")]  # pruning's caches
+    task = asyncio.create_task(app[appkeys.MEASURER].forget_idle_forever(others))
     yield
     task.cancel()
 

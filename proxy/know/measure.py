@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -101,21 +101,25 @@ class Measurer:
         self.server_windows = ServerWindows(self._get_json, config.window)
         self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (codex, claude -c)
         self.forgotten: Counter[str] = Counter()
-        """What ``forget_idle_forever`` let go since start-up: token ``counts``, ``sessions`` (GET /ruyi/v1/stats)."""
+        """What ``forget_idle_forever`` let go since start-up: ``cached`` counts and classifications, ``sessions``
+        (GET /ruyi/v1/stats)."""
 
-    async def forget_idle_forever(self) -> None:
-        """From start-up, every ``IDLE_EVERY_S`` (or a tenth of the shorter idle time, when less): forget the token counts not used for ``tokens.idle_s`` (on the loop, a
-        bounded step at a time) and let the sessions unseen for ``sessions.idle_s`` leave memory (in a worker thread,
-        under the registry's lock), so memory follows the conversations in use, not everything seen since start-up."""
-        idle = [s for s in (self.config.tokens.idle_s, self.config.sessions.idle_s) if s > 0]
-        if not idle:
+    async def forget_idle_forever(self, others: Sequence[Callable[[float, float, int], int]] = ()) -> None:
+        """From start-up, every ``IDLE_EVERY_S`` (or a tenth of ``sessions.idle_s``, when less): forget the token
+        counts and what ``others`` cache (pruning's classifications: each takes the time, ``idle_s`` and a limit, and
+        returns how many went) not used for ``sessions.idle_s``, on the loop a bounded step at a time, and let the
+        sessions unseen that long leave memory (in a worker thread, under the registry's lock), so memory follows the
+        conversations in use, not everything seen since start-up."""
+        idle_s = self.config.sessions.idle_s
+        if idle_s <= 0:
             return
-        every_s = min(IDLE_EVERY_S, min(idle) / 10)
+        every_s = min(IDLE_EVERY_S, idle_s / 10)
+        forgetters = [self.counter.forget_idle, *others]
         while True:
             try:
                 now = time.monotonic()
-                while n := self.counter.forget_idle(now, IDLE_STEP):
-                    self.forgotten["counts"] += n
+                while n := sum(forget(now, idle_s, IDLE_STEP) for forget in forgetters):
+                    self.forgotten["cached"] += n
                     await asyncio.sleep(0)  # requests between two steps
                 while n := await asyncio.to_thread(self.sessions.release_idle, IDLE_STEP):
                     self.forgotten["sessions"] += n

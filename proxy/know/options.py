@@ -17,11 +17,6 @@ class TokenOptions:
     prefix_max: int = 1024
     """Most per-request count lists kept, by the request's last chain link: a request extending one of
     them looks up only its new messages. They hold 4 bytes a message, 8 MiB at most in all."""
-    idle_s: float = 300.0
-    """Counts not used for this long are forgotten (checked every 30 s), so memory holds the conversations in use
-    rather than filling to the bounds above over hours; a conversation back after a pause is counted again once (the
-    upstream's prompt cache has expired by then too: 5 minutes at Anthropic and OpenAI). 0: kept until the bounds
-    push them out."""
     image_tokens: int = 765
     """Tokens charged per image (an image part, or one of an Ollama message's ``images``) of a model that
     ``image_tokens_by_model`` does not list (OpenAI's price of a 1024×1024 image at high detail: 85 + 4 × 170)."""

@@ -194,12 +194,9 @@ class TokenCounter:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def forget_idle(self, now: float, limit: int) -> int:
-        """Forget up to ``limit`` counts of each cache not used for ``idle_s`` (``now``: ``time.monotonic()``);
-        returns how many went (call again while it is not 0). Nothing without ``idle_s``."""
-        idle_s = self.options.idle_s
-        if idle_s <= 0:
-            return 0
+    def forget_idle(self, now: float, idle_s: float, limit: int) -> int:
+        """Forget up to ``limit`` counts of each cache not used for ``idle_s`` (``now``: ``time.monotonic()``, see
+        `LRU.forget_idle`); returns how many went (call again while it is not 0)."""
         gone = self._cache.forget_idle(now, idle_s, limit)
         gone += sum(texts.forget_idle(now, idle_s, limit) for texts in list(self._texts.values()))
         return gone + sum(lists.forget_idle(now, idle_s, limit) for lists in list(self._prefixes.values()))

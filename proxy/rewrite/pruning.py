@@ -72,6 +72,10 @@ class Pruner:
         """The last analysis of recent requests, by their last chain link: the next request of a session
         analyses only what it does not share with one (least recently used dropped past PREFIXES_MAX)."""
 
+    def forget_idle(self, now: float, idle_s: float, limit: int) -> int:
+        """Forget up to ``limit`` classifications and analyses not used for ``idle_s`` (see `LRU.forget_idle`)."""
+        return self.memo.forget_idle(now, idle_s, limit) + self.prefixes.forget_idle(now, idle_s, limit)
+
     def rewrite(
         self,
         messages: Messages,

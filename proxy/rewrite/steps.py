@@ -37,6 +37,8 @@ class PruneStep:
 
     def __init__(self, pruner: Pruner) -> None:
         self.pruner = pruner
+        self.forget_idle = pruner.forget_idle
+        """What the app calls to forget what no session used for ``sessions.idle_s`` (proxy/know/measure.py)."""
 
     def apply(self, restarted: Restarted, plan: LayoutState | None, ctx: RequestContext) -> Outcome | None:
         """The outcome of pruning the restarted request, the layout's planned sections counted toward the window

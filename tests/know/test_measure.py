@@ -124,10 +124,10 @@ async def test_a_trace_replayed_through_the_proxy_is_one_session(make_proxy: Mak
 
 
 async def test_idle_counts_and_sessions_leave_memory_and_continue(make_proxy: MakeProxy, fake: FakeUpstream, data_dir: Path) -> None:
-    """Issue 27 (memory flat after warm-up): with a store, token counts and sessions unused for their ``idle_s`` leave
-    memory (said in GET /ruyi/v1/stats); the conversation's next request reads its session back and continues it,
+    """Issue 27 (memory flat after warm-up): with a store, token counts, pruning's classifications and sessions unused for
+    ``sessions.idle_s`` leave memory (said in GET /ruyi/v1/stats); the conversation's next request reads its session back and continues it,
     its forwarded request the same as one kept in memory would have been."""
-    proxy = await make_proxy(store={"data_dir": str(data_dir)}, tokens={"idle_s": 0.3}, sessions={"idle_s": 0.3})
+    proxy = await make_proxy(store={"data_dir": str(data_dir)}, sessions={"idle_s": 0.3})
     follow = [*TASK, {"role": "assistant", "content": "Looking."}, {"role": "user", "content": "go on"}]
     alice = {"X-Ruyi-Agent": "alice"}
     first = await chat(proxy, TASK, alice)
@@ -135,10 +135,10 @@ async def test_idle_counts_and_sessions_leave_memory_and_continue(make_proxy: Ma
     for _ in range(200):
         status, stats = await get_json(proxy, "/ruyi/v1/stats", {})
         forgotten = stats["memory"]["forgotten_idle"]
-        if forgotten.get("sessions") and forgotten.get("counts"):
+        if forgotten.get("sessions") and forgotten.get("cached"):
             break
         await asyncio.sleep(0.05)
-    assert forgotten.get("sessions", 0) >= 1 and forgotten.get("counts", 0) >= 1, forgotten
+    assert forgotten.get("sessions", 0) >= 1 and forgotten.get("cached", 0) >= 1, forgotten
     assert len(proxy.app[appkeys.MEASURER].sessions) == 0
     again = await chat(proxy, follow, alice)
     assert again.headers["x-ruyi-session"] == first.headers["x-ruyi-session"]

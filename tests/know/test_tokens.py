@@ -245,23 +245,19 @@ def test_the_counts_kept_stay_under_their_bound_in_bytes(monkeypatch: pytest.Mon
     assert kept < bound, f"{kept:,} bytes kept, bound {bound:,}"
 
 
-@pytest.mark.parametrize("idle_s", [300.0, 0.0], ids=["idle_s", "off"])
-def test_counts_unused_for_idle_s_are_forgotten_and_counted_again_alike(idle_s: float) -> None:
+def test_counts_unused_for_idle_s_are_forgotten_and_counted_again_alike() -> None:
     """Issue 27 (memory flat after warm-up): every count a finished conversation left was kept until 200,000 newer ones
-    pushed it out (hours at 20 requests/s); now what nothing used for ``tokens.idle_s`` goes, and counting the same
-    conversation again gives the same figures. ``idle_s`` 0 keeps them."""
-    counter = TokenCounter(TokenOptions(idle_s=idle_s))
+    pushed it out (hours at 20 requests/s); now what nothing used for ``sessions.idle_s`` goes, and counting the same
+    conversation again gives the same figures."""
+    counter = TokenCounter()
     first = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Fix parse_header in http.py"}]
     second = [*first, {"role": "assistant", "content": "Reading http.py"}, {"role": "user", "content": "go on"}]
     before = counter.count("gpt-4o", second, chain=chain_of(second))
-    assert counter.forget_idle(0.0, 10_000) == 0 and len(counter) > 0
+    assert counter.forget_idle(0.0, 300.0, 10_000) == 0 and len(counter) > 0
     other = [{"role": "user", "content": "a live conversation"}]
     counter.count("gpt-4o", other, chain=chain_of(other))
-    forgotten = counter.forget_idle(301.0, 10_000)
-    if idle_s:
-        assert forgotten > 0 and len(counter) == 1  # the live conversation's one message stays
-    else:
-        assert forgotten == 0 and len(counter) > 1
+    assert counter.forget_idle(299.0, 300.0, 10_000) == 0  # not idle long enough yet
+    assert counter.forget_idle(301.0, 300.0, 10_000) > 0 and len(counter) == 1  # the live conversation's message stays
     again = counter.count("gpt-4o", second, chain=chain_of(second))
     assert (again.total, again.messages) == (before.total, before.messages)
-    assert again.counted == (4 if idle_s else 0)  # forgotten: counted afresh
+    assert again.counted == 4  # forgotten: counted afresh

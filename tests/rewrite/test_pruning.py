@@ -270,3 +270,20 @@ def test_the_memo_is_bounded_without_a_cliff(monkeypatch: pytest.MonkeyPatch) ->
     bounded, sizes = replay()
     assert bounded == unbounded  # a forgotten entry is rebuilt the same
     assert max(sizes) <= 30 and sizes == sorted(sizes)  # bounded, and it never drops
+
+
+def test_classifications_no_session_used_for_idle_s_are_forgotten_and_rebuilt_alike() -> None:
+    """Issue 27 (memory flat after warm-up): the memo and the prefix analyses a finished session left go after
+    ``sessions.idle_s`` (not when 100,000 newer entries push them out); replayed again, every request is the same."""
+    config = load_config(None, {})
+    trace = load(trace_files()[-1])
+    requests = requests_of(trace["messages"])
+    ruyi = OfflineRuyi(config, "gpt-4o", 12000)
+    first = [json.dumps(ruyi(copy.deepcopy(r), trace["tools"]), sort_keys=True) for r in requests]
+    held = len(ruyi.pruner.memo) + len(ruyi.pruner.prefixes)
+    assert held > 30 and ruyi.pruner.forget_idle(0.0, 300.0, 100_000) == 0
+    assert ruyi.pruner.forget_idle(301.0, 300.0, 100_000) == held
+    assert not ruyi.pruner.memo and not ruyi.pruner.prefixes
+    ruyi.sessions = OfflineRuyi(config, "gpt-4o", 12000).sessions  # a new session: the same requests from scratch
+    again = [json.dumps(ruyi(copy.deepcopy(r), trace["tools"]), sort_keys=True) for r in requests]
+    assert again == first
