@@ -40,13 +40,17 @@ class LayoutOptions:
     reminder: bool = True
     """After an archive, the stable part carries the session's compact form and the seed's yellow-light reminder that
     the context has room again (so the model does not rush to wrap up)."""
+    memory_wait_s: float = 2.0
+    """Longest an archiving request waits (in a worker thread) for what its session's earlier answers taught the
+    keeper (local work, milliseconds), so that its stable part is the same bytes however fast the keeper went; past
+    it the archive goes with what the keeper has (``memory.archives_unsettled`` in GET /ruyi/v1/stats)."""
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         budgets = (self.notebook_chars, self.anchors_chars, self.delta_chars)
-        if self.anchors_max < 0 or any(n < 0 for n in budgets):
-            raise ValueError("anchors_max and the *_chars budgets must be >= 0")
+        if self.anchors_max < 0 or any(n < 0 for n in budgets) or self.memory_wait_s < 0:
+            raise ValueError("anchors_max, memory_wait_s and the *_chars budgets must be >= 0")
 
 
 class LayoutSettings(CardSettings, Protocol):

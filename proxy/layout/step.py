@@ -269,7 +269,7 @@ class LayoutStep:
         m, keeper = ctx.measurement, ctx.keeper
         assert m is not None
         if keeper is not None:  # what the session's earlier answers taught is remembered first (bounded): the same bytes
-            if not keeper.pending.wait((m.session.agent_id, m.session.session_id)):  # however fast the keeper went
+            if not keeper.pending.wait((m.session.agent_id, m.session.session_id), self.options.memory_wait_s):  # however fast the keeper went
                 log.warning("archive_memory_unsettled", session=m.session.session_id, request_id=ctx.request_id)  # bytes may differ on a replay
         compact = ""
         room = m.budget.usable - (outcome.tokens_after if outcome is not None else m.tokens)

@@ -31,11 +31,18 @@ def trace() -> Path:
     return trace_files()[3]  # 43 requests; sticky decisions (an archive, pruning) early on at this window
 
 
-CONFIG = {"window": {"models": {"gpt-4o*": 8000}}, "retrieval": {"enabled": False}, "notebook": {"pool_lines": False}}
+CONFIG = {
+    "window": {"models": {"gpt-4o*": 8000}},
+    "retrieval": {"enabled": False},
+    "notebook": {"pool_lines": False},
+    "layout": {"memory_wait_s": 20.0},
+}
 """Recall adds to the newest message what the store had written by then (off the request path): not compared here.
 The notebook's dynamic-pool lines carry the minute they were written ("2026-11-27 09:33 session …: archive 2"), which
 an archive's stable part shows: two runs compared here happen at different times, so a minute boundary between them
-would make them differ (a restarted Ruyi itself reads the lines its predecessor wrote, with their own minutes)."""
+would make them differ (a restarted Ruyi itself reads the lines its predecessor wrote, with their own minutes).
+An archive waits for the keeper's work on earlier answers up to ``layout.memory_wait_s`` (2 s by default): a
+restarted process's first requests, on a machine busy with the rest of the suite, took longer once; here it may."""
 BURST = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
 
 
