@@ -55,8 +55,12 @@ class LRU(OrderedDict[K, V]):
         self.touches = 0
         """Writes and hits so far. The entries written or hit since a moment are at most the growth of this count
         since then, and they are the last ones: every entry before them was untouched since (``forget_idle``)."""
-        self._marks: deque[tuple[float, int]] = deque()
-        """(time, ``touches`` then), oldest first: one per ``forget_idle`` call, kept while it may still be needed."""
+        self._marks: deque[tuple[float, int, Any]] = deque()
+        """(time, ``touches`` then, the most recent key then), oldest first: one per ``forget_idle`` call, kept while
+        it may still be needed."""
+        self._unmoved: dict[Any, float] = {}
+        """Keys the marks name → the first mark's time since the key was last written or hit: while it stays, every
+        entry before it is older than that mark (the exact bound; ``touches`` counts a hot key's every hit)."""
 
     @overload
     def get(self, key: K, default: None = None, /) -> V | None: ...
@@ -71,10 +75,15 @@ class LRU(OrderedDict[K, V]):
             value = self[key]
         except KeyError:
             return default
+        self._touched(key)  # before it moves: ``forget_idle`` stops at a key used meanwhile
         with contextlib.suppress(KeyError):  # another thread dropped it meanwhile
             self.move_to_end(key)
-        self.touches += 1
         return value
+
+    def _touched(self, key: K) -> None:
+        self.touches += 1
+        if self._unmoved:
+            self._unmoved.pop(key, None)
 
     @overload
     def peek(self, key: K, default: None = None, /) -> V | None: ...
@@ -91,10 +100,10 @@ class LRU(OrderedDict[K, V]):
         if self._lock is not None:
             self._set_sized(key, value)
             return
+        self._touched(key)
         super().__setitem__(key, value)
         with contextlib.suppress(KeyError):
             self.move_to_end(key)
-        self.touches += 1
         while len(self) > self.max_entries:
             try:
                 old, gone = self.popitem(last=False)
@@ -111,9 +120,9 @@ class LRU(OrderedDict[K, V]):
             old = OrderedDict.get(self, key, _MISSING)
             if old is not _MISSING:
                 self.held_bytes -= size(key, old)
+            self._touched(key)
             OrderedDict.__setitem__(self, key, value)
             self.move_to_end(key)
-            self.touches += 1
             self.held_bytes += size(key, value)
             while len(self) > self.max_entries or (self.held_bytes > limit and len(self) > 1):
                 k = next(iter(self))
@@ -177,25 +186,38 @@ class LRU(OrderedDict[K, V]):
     def forget_idle(self, now: float, idle_s: float, limit: int) -> int:
         """Drop, least recently used first, up to ``limit`` entries neither written nor hit (``get``) in the last
         ``idle_s`` seconds, each handed to ``evicted``; returns how many went. ``now`` is any clock's time, the same
-        clock at every call: each call marks it with ``touches``, and what goes is what the newest mark at least
-        ``idle_s`` old proves untouched since (so nothing goes before the calls span ``idle_s``). Call it again
-        while it returns ``limit``. A peek does not count as use: a cache read only with ``peek`` forgets what was
-        written that long ago (counted again when asked for again)."""
+        clock at every call: each call marks it (with ``touches`` and the most recent key), and what goes is what the
+        newest mark at least ``idle_s`` old shows untouched since: every entry up to the key it named, while that key
+        was not used since; else as many as ``touches`` proves (fewer where a key was hit many times). So nothing goes
+        before the calls span ``idle_s``. Call it again while it returns ``limit``. A peek does not count as use: a
+        cache read only with ``peek`` forgets what was written that long ago (counted again when asked for again)."""
         marks, cutoff = self._marks, now - idle_s
         if not marks or marks[-1][0] < now:
-            marks.append((now, self.touches))
+            last = next(reversed(self), _MISSING) if self else _MISSING
+            marks.append((now, self.touches, last))
+            if last is not _MISSING:
+                self._unmoved.setdefault(last, now)
         while len(marks) > 1 and marks[1][0] <= cutoff:
-            marks.popleft()
-        if marks[0][0] > cutoff:
+            gone = marks.popleft()[2]
+            if gone is not _MISSING and not any(m[2] == gone for m in marks):
+                self._unmoved.pop(gone, None)
+        at, touches, key = marks[0]
+        if at > cutoff:
             return 0
-        untouched = len(self) - (self.touches - marks[0][1])
+        through = key is not _MISSING and self._unmoved.get(key, now) <= at and key in self
+        untouched = len(self) if through else len(self) - (self.touches - touches)
         dropped = 0
         while dropped < min(limit, untouched):
+            if through and key not in self._unmoved:  # used meanwhile (another thread): it is no longer where it was
+                break
             try:
-                key, value = self.popitem(last=False)
+                old, value = self.popitem(last=False)
             except KeyError:  # another thread emptied it meanwhile
                 break
             dropped += 1
             if self.evicted is not None:
-                self.evicted(key, value)
+                self.evicted(old, value)
+            if through and old == key:
+                self._unmoved.pop(key, None)
+                break
         return dropped

@@ -135,3 +135,20 @@ def test_forget_idle_keeps_a_bounded_cache_in_bytes_consistent() -> None:
     cache.forget_idle(5.0, 5.0, 100)
     cache["newer"] = b"z" * 7
     assert cache.forget_idle(10.0, 5.0, 100) == 2 and list(cache) == ["newer"] and cache.held_bytes == 7
+
+
+def test_forget_idle_is_exact_when_a_hot_key_is_hit_again_and_again() -> None:
+    """A key hit on every request (a tools schema's count) adds a touch each time but holds one entry: what was idle
+    still goes, up to the key that was the most recent at the mark, while that key was not used since."""
+    cache: LRU[str, int] = LRU(100)
+    cache["hot"] = 0
+    for key in "abc":
+        cache[key] = 1
+    cache.forget_idle(0.0, 10.0, 100)  # marks c, the most recent
+    for _ in range(50):
+        cache.get("hot")
+    cache["d"] = 2
+    assert cache.forget_idle(10.0, 10.0, 100) == 3 and list(cache) == ["hot", "d"]  # a, b, c; touches alone: none
+    cache.forget_idle(11.0, 10.0, 100)  # marks d
+    cache.get("d")  # the marked key used: the count of touches is the bound again
+    assert cache.forget_idle(21.0, 10.0, 100) == 1 and list(cache) == ["d"]
