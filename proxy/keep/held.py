@@ -140,6 +140,24 @@ class Held:
         if len(self._values) > AGENTS_HELD:
             self._values.pop(next(iter(self._values)))
 
+    def forget_idle(self, _now: float, _idle_s: float, limit: int) -> int:
+        """Forget up to ``limit`` reads that no use can take any more (past ``stale_s``; past ``held_s`` when they
+        cannot be read again in the background), oldest first; returns how many went. Its own clock and times: the
+        app calls it beside the caches `Measurer.forget_idle_forever` sweeps (a session's snapshot was kept until
+        ``AGENTS_HELD`` newer reads pushed it out)."""
+        gone: list[tuple[str, ...]] = []
+        with self._lock:
+            now = self._clock()
+            for key, (at, _, read) in self._values.items():  # oldest first
+                age = now - at
+                if age < self.held_s or len(gone) == limit:
+                    break
+                if age >= self.stale_s or read is None or self.refresh is None:
+                    gone.append(key)
+            for key in gone:
+                del self._values[key]
+        return len(gone)
+
     def drop(self, agent_id: str | None) -> None:
         with self._lock:
             if agent_id is None:

@@ -210,3 +210,21 @@ async def test_a_paced_agent_is_never_kept_waiting_and_still_sees_ruyi_memo(make
     assert stats["memory"]["read_again"] >= 3
     assert stats["rewrites_in_thread"].get("store_reads", 0) == 0, stats["rewrites_in_thread"]
     assert stats["rewrites"]["on_loop"] >= 5
+
+
+def test_reads_no_use_can_take_are_forgotten() -> None:
+    """Issue 27 (memory flat after warm-up): a session's snapshot was held until ``AGENTS_HELD`` newer reads pushed it
+    out, though nothing could use it after ``held_s`` (put by the keeper: no read to make again) or ``stale_s``."""
+    now = [0.0]
+    held = Held(held_s=2.0, stale_s=30.0, clock=lambda: now[0], refresh=lambda job: None)
+    held.put(("a", "snapshot", "s1"), "snapshot one")
+    held.get(("a", "notebook"), lambda: "notebook")
+    now[0] = 1.0
+    held.get(("b", "anchors"), lambda: "anchors")
+    assert held.forget_idle(0.0, 0.0, 100) == 0  # all within held_s
+    now[0] = 2.5
+    assert held.forget_idle(0.0, 0.0, 100) == 1  # the snapshot: past held_s, nothing to read it again with
+    assert held.has(("a", "notebook")) and held.has(("b", "anchors"))  # stale, still used while read again
+    now[0] = 31.5
+    assert held.forget_idle(0.0, 0.0, 1) == 1 and held.forget_idle(0.0, 0.0, 100) == 1
+    assert not held._values
