@@ -136,6 +136,7 @@ async def _daily_sweep(app: web.Application) -> AsyncIterator[None]:
 async def _forget_idle(app: web.Application) -> AsyncIterator[None]:
     others = [step.forget_idle for step in app[appkeys.PIPELINE].each_step() if hasattr(step, "forget_idle")]  # pruning's caches
     others.append(app[appkeys.KEEPER].held.forget_idle)  # reads of agents' memory past their use
+    others.append(app[appkeys.LONGCTX].forget_idle)  # sessions' prepared chunks and summaries
     task = asyncio.create_task(app[appkeys.MEASURER].forget_idle_forever(others))
     yield
     task.cancel()

@@ -107,6 +107,12 @@ class LongCtx:
             for item in items:
                 self.writer.put(item)  # type: ignore[arg-type]
 
+    def forget_idle(self, now: float, idle_s: float, limit: int) -> int:
+        """Forget up to ``limit`` sessions' prepared chunks and summaries not used for ``idle_s`` (as past
+        ``SESSIONS_MAX``: an archive then digests afresh); returns how many went."""
+        with self._lock:
+            return self._sessions.forget_idle(now, idle_s, limit)
+
     def memory(self, agent_id: str, session_id: str) -> SessionMemory:
         key = (agent_id, session_id)
         with self._lock:
