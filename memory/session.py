@@ -30,8 +30,8 @@ class SessionOptions:
     """Sessions (and their refs) unseen for this long are removed, by a daily sweep and ``ruyi store vacuum``."""
     idle_s: float = 300.0
     """What the sessions' requests left in memory and nothing used for this long goes (checked every 30 s), so memory
-    follows the conversations in use rather than filling to the bounds over hours: token counts and pruning's
-    classifications (counted again when a conversation comes back: by then the upstream's prompt cache has expired
+    follows the conversations in use rather than filling to the bounds over hours: token counts, pruning's
+    classifications, chunks prepared for an archive (made again when a conversation comes back: by then the upstream's prompt cache has expired
     too, after 5 minutes at Anthropic and OpenAI), and, with a store, the session itself (its next request reads it
     back; without a store memory is all there is, and it stays until ``max`` or ``max_mb`` push it out). 0: all kept
     until those bounds."""
