@@ -26,6 +26,10 @@ class AgentSessions:
         self.whole = whole
         """The memory index holds all the store has of this agent (it had nothing stored when first seen here,
         and no session of it was evicted or read back since): lookups need not ask the store."""
+        self.left_tips: set[str] | None = set() if whole else None
+        """The tips of this agent's sessions that left memory, while they are all the store has of it that memory does
+        not (it was whole when first seen here): a request whose newest links name none of them continues no session
+        that left, and need not ask the store for its tip. None: not known (ask the store)."""
 
 
 class NeedsStore(Exception):

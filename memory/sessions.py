@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -289,6 +290,9 @@ class SessionRegistry(WriteThrough):
         agent = self._agents.get(agent_id)  # gone when its last session expired meanwhile
         store = None if agent is not None and agent.whole else self.store  # a whole index: the store knows nothing more
         lookup = None if store is None else (store.find_tips if tips else store.find_links) if stored else needs_store
+        left = agent.left_tips if tips and agent is not None else None
+        if lookup is not None and left is not None:  # only sessions that left memory have tips memory does not know
+            lookup = functools.partial(_asked_if_left, lookup, left)
         return find_session(agent_id, links, low, index, unsaved, lookup, lambda sid: self._live(agent_id, sid, stored))
 
     def _live(self, agent_id: str, session_id: str, stored: bool) -> Session | None:
@@ -315,6 +319,8 @@ class SessionRegistry(WriteThrough):
                 is_tip = stored.is_tip if stored is not None else self.store.find_tips(agent_id, [tip]).get(tip) == session_id
             if is_tip:
                 agent.tips[tip] = session_id
+                if agent.left_tips is not None:
+                    agent.left_tips.discard(tip)  # back in memory: its tip is known there again
         self._remember(agent_id, session_id)
         return session
 
@@ -363,6 +369,8 @@ class SessionRegistry(WriteThrough):
         agent = self._agents[agent_id]
         agent.whole = False  # what the store keeps of it is no longer in the memory index
         session = agent.sessions.pop(session_id)
+        if agent.left_tips is not None and session.links:
+            agent.left_tips.add(session.links[-1])  # the store may hold it as a tip
         self._lru.pop((agent_id, session_id), None)
         for link in session.links:
             if agent.links.get(link) == session_id:
@@ -372,6 +380,11 @@ class SessionRegistry(WriteThrough):
         if not agent.sessions:
             del self._agents[agent_id]
         log.debug("session_evicted", agent_id=agent_id, session_id=session_id)
+
+
+def _asked_if_left(lookup: Callable[[str, Sequence[str]], dict[str, str]], left: set[str], agent_id: str, links: Sequence[str]) -> dict[str, str]:
+    """``lookup``'s answer where a link may be the tip of a session that left memory; else nothing, without asking."""
+    return lookup(agent_id, links) if not left.isdisjoint(links) else {}
 
 
 def _held_bytes(_key: tuple[str, str], links: int) -> int:

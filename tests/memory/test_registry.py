@@ -14,6 +14,7 @@ import pytest
 
 from config.load import load_config
 from memory.chain import chain_of
+from memory.chain_index import NeedsStore
 from memory.session import How, SessionOptions
 from memory.sessions import SessionRegistry
 from memory.store.base import Report, Store
@@ -297,3 +298,30 @@ def test_idle_sessions_leave_memory_and_their_next_request_reads_them_back(make_
     again = registry.resolve("a", chain_of(trace[:7]))
     assert (again.how, again.session.session_id, again.shared, again.session.requests) == (How.CONTINUED, first.session.session_id, 5, 2)
     assert len(registry.list("a")) == 2
+
+
+def test_after_sessions_leave_memory_the_agents_other_requests_still_resolve_without_the_store(make_store: MakeStore) -> None:
+    """Issue 27: once a session left memory the agent's index was no longer whole, and every later request of that
+    agent asked the store (in a worker thread: 4,582 of a 10-minute soak's 11,999). The tips of the sessions that left
+    are known: a request naming none of them resolves from memory; one continuing a session that left asks the store
+    and continues it."""
+    trace = load(trace_files()[0])["messages"]
+    now = [0.0]
+    registry = SessionRegistry(SessionOptions(idle_s=300), clock=lambda: now[0], store=make_store())
+    left = registry.resolve("a", chain_of(trace[:5]))
+    registry.flush()
+    now[0] = 200.0
+    task = [{"role": "user", "content": "another task"}]
+    live = registry.resolve("a", chain_of(task))
+    registry.flush()
+    now[0] = 301.0
+    assert registry.release_idle(10) == 1
+    more = [*task, {"role": "assistant", "content": "on it"}, {"role": "user", "content": "go on"}]
+    again = registry.resolve("a", chain_of(more), stored=False)  # no NeedsStore: resolved in memory
+    assert (again.how, again.session.session_id) == (How.CONTINUED, live.session.session_id)
+    with pytest.raises(NeedsStore):
+        registry.resolve("a", chain_of(trace[:7]), stored=False)  # its tip is a session's that left
+    back = registry.resolve("a", chain_of(trace[:7]))
+    assert (back.how, back.session.session_id, back.shared) == (How.CONTINUED, left.session.session_id, 5)
+    registry.flush()
+    assert registry.resolve("a", chain_of(trace[:9]), stored=False).session.session_id == left.session.session_id  # in memory again
