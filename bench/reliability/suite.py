@@ -66,14 +66,16 @@ async def load(streams: int, settle_s: float = 45.0) -> dict[str, Any]:
         stop(stack.procs)
 
 
-async def soak(seconds: float, rate: float, sessions: int = 20, turns: int = 50, upstream_ms: float = 0.0) -> dict[str, Any]:
+async def soak(
+    seconds: float, rate: float, sessions: int = 20, turns: int = 50, upstream_ms: float = 0.0, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``rate`` requests a second for ``seconds`` from ``sessions`` agents, each growing its conversation by one
     exchange per request and starting a new task every ``turns`` requests (``turns=1``: every request a new
     conversation, its one message longer each time, as this soak sent before), through Ruyi; then the same
     schedule direct. Time to first byte, memory over time (its slope after the first third: warm-up), disk per
     request. ``upstream_ms``: the fake upstream waits that long before each answer (a real model's first byte; 0: a
     free upstream, the hard case for the ratio)."""
-    stack = start(fault="delay", delay=upstream_ms / 1000) if upstream_ms > 0 else start()
+    stack = start(config, fault="delay", delay=upstream_ms / 1000) if upstream_ms > 0 else start(config)
 
     def payload(n: int) -> dict[str, Any]:
         if turns == 1:
@@ -275,7 +277,7 @@ async def key_leaks(requests: int) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
     "load": lambda a: _loads(a.streams),
-    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns, upstream_ms=a.upstream_ms),
+    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns, upstream_ms=a.upstream_ms, config=json.loads(a.soak_config)),
     "stalled_store": lambda a: stalled_store(a.stalled, a.held_s),
     "full_disk": lambda a: full_disk(a.full),
     "faults": lambda a: faults(a.faults),
@@ -303,6 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--upstream-ms", type=float, default=0.0, help="the soak's fake upstream waits this long before each answer (a real model's first byte)"
     )
+    parser.add_argument("--soak-config", default="{}", help='the soak\'s Ruyi config, as JSON ({"sessions": {"idle_s": 30}})')
     parser.add_argument("--stalled", type=int, default=64)
     parser.add_argument("--held-s", type=float, default=10.0)
     parser.add_argument("--full", type=int, default=64, help="agents sending while the disk is full")
