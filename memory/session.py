@@ -31,10 +31,10 @@ class SessionOptions:
     idle_s: float = 300.0
     """What the sessions' requests left in memory and nothing used for this long goes (checked every 30 s), so memory
     follows the conversations in use rather than filling to the bounds over hours: token counts, pruning's
-    classifications, chunks prepared for an archive (made again when a conversation comes back: by then the upstream's prompt cache has expired
-    too, after 5 minutes at Anthropic and OpenAI), and, with a store, the session itself (its next request reads it
-    back; without a store memory is all there is, and it stays until ``max`` or ``max_mb`` push it out). 0: all kept
-    until those bounds."""
+    classifications, chunks prepared for an archive (made again when a conversation comes back: by then the
+    upstream's prompt cache has expired too, after 5 minutes at Anthropic and OpenAI), and, with a store, the session
+    itself (its next request reads it back; without a store memory is all there is, and it stays until ``max`` or
+    ``max_mb`` push it out). 0: all kept until those bounds."""
 
     def check(self) -> None:
         if self.max < 1 or self.max_mb < 1 or self.ttl_days <= 0 or self.idle_s < 0:

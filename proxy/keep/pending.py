@@ -7,8 +7,8 @@ import threading
 from collections.abc import Hashable
 
 REMEMBER_WAIT_S = 2.0
-"""Longest an archiving request waits for what its session's earlier answers taught to be remembered, unless told
-(``layout.memory_wait_s``: local work, no LLM, milliseconds; a stalled store must not hold the request longer)."""
+"""Longest an archiving request waits for what its session's earlier answers taught to be remembered: the default of
+``layout.memory_wait_s`` (local work, no LLM, milliseconds; a stalled store must not hold the request longer)."""
 
 
 class Pending:

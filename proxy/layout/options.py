@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from memory.cards.options import CardSettings
+from proxy.keep.pending import REMEMBER_WAIT_S
 from proxy.know.options import WindowOptions
 
 LayoutMode = Literal["off", "append", "full"]
@@ -40,7 +41,7 @@ class LayoutOptions:
     reminder: bool = True
     """After an archive, the stable part carries the session's compact form and the seed's yellow-light reminder that
     the context has room again (so the model does not rush to wrap up)."""
-    memory_wait_s: float = 2.0
+    memory_wait_s: float = REMEMBER_WAIT_S
     """Longest an archiving request waits (in a worker thread) for what its session's earlier answers taught the
     keeper (local work, milliseconds), so that its stable part is the same bytes however fast the keeper went; past
     it the archive goes with what the keeper has (``memory.archives_unsettled`` in GET /ruyi/v1/stats)."""
