@@ -6,7 +6,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from conversation.messages import Call, text_key
@@ -180,11 +180,13 @@ class Truncation:
             if tokens <= budget and not too_many_files:
                 continue
             key = ("truncation", call.call_id, call.result, text_key(text), budget, self.options, ctx.recall_tool)
-            replacement = ctx.memo.get(key) if ctx.memo is not None else None
-            if replacement is None:
+            known = ctx.memo.get(key) if ctx.memo is not None else None
+            if known is not None:  # remembered without its original (the memo never holds an output): this text is it
+                replacement: Replacement | None = replace(known, original=text)
+            else:
                 replacement = self._truncate(call, text, tokens, budget, ctx)
                 if ctx.memo is not None and replacement is not None:
-                    ctx.memo[key] = replacement
+                    ctx.memo[key] = replace(replacement, original="")
             if replacement is not None:
                 proposals.append(replacement)
         return proposals

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strategies.base import OptionError
+from strategies.base import OptionError, Replacement
 from strategies.truncation import (
     HIGH,
     LOW,
@@ -138,3 +138,18 @@ def test_a_huge_output_is_cut_from_line_offsets_not_a_list_of_its_lines() -> Non
         tracemalloc.stop()
     assert "ERROR: the one line that matters" in replacement.new_text
     assert peak < 1.6 * len(body), f"peak {peak:,} bytes for a {len(body):,}-character output"
+
+
+def test_the_memo_keeps_a_truncation_without_its_original_and_a_hit_gives_the_same_replacement() -> None:
+    """Issue 27 (memory after a large body): the memo outlives the request, so it must not hold the output itself
+    (a 32 MiB log stayed resident for as long as its entry did); a hit puts the request's own text back."""
+    body = lines("noise", 300, 1) + "\nERROR: the one line that matters\n" + lines("noise", 300, 301)
+    messages = conversation(bash("python run.py", body))
+    memo: dict[object, object] = {}
+    (first,) = small().propose(messages, make_ctx(memo=memo))
+    assert body in first.original
+    held = [value for value in memo.values() if isinstance(value, Replacement)]
+    assert held and all(value.original == "" for value in held)
+    assert not any(isinstance(value, str) and len(value) >= len(first.original) for value in memo.values())
+    (again,) = small().propose(messages, make_ctx(memo=memo))
+    assert again == first
