@@ -5,7 +5,10 @@ Each ``--mib`` size is one OpenAI chat request of just under that many MiB (the 
 huge tool output that makes up the rest, as an agent that read a big log sends. A fresh ``ruyi serve`` (the test
 suite's fake upstream behind it) answers it once; its peak resident memory (VmHWM) is read at start, once the answer
 is back, and once its background writes settled (the peak stopped moving), with what it still holds then (VmRSS).
-"grew by" is the peak minus the peak at start; "× body" that over the body's size (the target: about 3 at most).
+"grew by" is the peak minus the peak at start; "× body" that over the bodies' size (the target: about 3 at most).
+
+``--at-once N`` sends N such bodies (other conversations) at the same time instead of one; "resident N s later" is
+VmRSS ``--later-s`` after settling (the idle sweep, every 30 s, gives the C heap's free pages back).
 
 ``--before DIR`` is a checkout of another version (``git archive REV | tar -x -C DIR``), measured first, in the same run.
 """
@@ -79,8 +82,9 @@ def log_text(n_bytes: int, seed: int) -> str:
     return "\n".join(lines)[:n_bytes]
 
 
-def body_of(n_bytes: int, messages: int) -> bytes:
-    """One chat body of exactly ``n_bytes`` bytes: ``messages`` small ones, then one tool output with the rest."""
+def body_of(n_bytes: int, messages: int, seed: int = 7) -> bytes:
+    """One chat body of exactly ``n_bytes`` bytes: ``messages`` small ones, then one tool output with the rest (its
+    lines drawn from ``seed``: bodies of other seeds are other conversations)."""
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. Use the tools to inspect the repository."}]
     for i in range(messages // 3):
         msgs.append({"role": "user" if i == 0 else "assistant", "content": f"step {i}: look at the logs of worker {i} " + log_text(200, i)})
@@ -111,7 +115,7 @@ def body_of(n_bytes: int, messages: int) -> bytes:
     msgs.append({"role": "user", "content": "What failed first, and why?"})
     body = {"model": "gpt-4o", "messages": msgs}
     rest = n_bytes - len(json.dumps(body).encode())
-    text = log_text(rest, 7)
+    text = log_text(rest, seed)
     msgs[-2]["content"] = text
     while (over := len(json.dumps(body).encode()) - n_bytes) > 0:  # newlines take two bytes once escaped
         text = msgs[-2]["content"] = text[: len(text) - over]
@@ -134,7 +138,7 @@ async def settled(pid: int, quiet_s: float = 1.5, most_s: float = 60.0) -> tuple
     return memory_mib(pid)
 
 
-async def measure(checkout: Path, upstream: str, data_dir: Path, raw: bytes) -> dict[str, float]:
+async def measure(checkout: Path, upstream: str, data_dir: Path, raws: list[bytes], later_s: float) -> dict[str, float]:
     shutil.rmtree(data_dir, ignore_errors=True)  # a fresh store each time
     port = free_port()
     proc = await serve(checkout, port, upstream, data_dir)
@@ -150,13 +154,19 @@ async def measure(checkout: Path, upstream: str, data_dir: Path, raw: bytes) -> 
                     await asyncio.sleep(0.05)
             start = memory_mib(proc.pid)[0]
             began = time.monotonic()
-            async with http.post(url + "/v1/chat/completions", data=raw, headers={"Content-Type": "application/json"}) as resp:
-                await resp.read()
-                status = resp.status
+
+            async def post(raw: bytes) -> int:
+                async with http.post(url + "/v1/chat/completions", data=raw, headers={"Content-Type": "application/json"}) as resp:
+                    await resp.read()
+                    return resp.status
+
+            status = max(await asyncio.gather(*(post(raw) for raw in raws)))  # at once
             answered_s = time.monotonic() - began
             answered = memory_mib(proc.pid)[0]
             peak, resident = await settled(proc.pid)
-            return {"status": status, "start": start, "answered": answered, "peak": peak, "resident": resident, "seconds": answered_s}
+            await asyncio.sleep(later_s)  # the idle sweep (every 30 s) gives the heap's free pages back
+            later = memory_mib(proc.pid)[1]
+            return {"status": status, "start": start, "answered": answered, "peak": peak, "resident": resident, "later": later, "seconds": answered_s}
     finally:
         proc.terminate()
         await proc.wait()
@@ -168,6 +178,8 @@ async def main() -> None:
     parser.add_argument("--mib", default="8,32", help="body sizes in MiB, comma-separated (32 is the default limit)")
     parser.add_argument("--messages", type=int, default=600, help="small messages before the huge tool output")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/ruyi-bench-body-memory"))
+    parser.add_argument("--at-once", type=int, default=1, help="bodies of that size sent at once (other conversations)")
+    parser.add_argument("--later-s", type=float, default=35.0, help="resident memory read again this long after settling")
     args = parser.parse_args()
     fake = FakeUpstream()
     runner = web.AppRunner(make_fake_app(fake))
@@ -176,21 +188,22 @@ async def main() -> None:
     await web.TCPSite(runner, "127.0.0.1", port).start()
     upstream = f"http://127.0.0.1:{port}/v1"
     checkouts = ([("before", args.before.resolve())] if args.before is not None else []) + [("this", ROOT)]
-    print(f"one chat body of {args.messages} messages and one huge tool output, answered once by a fresh ruyi serve\n")
+    print(f"{args.at_once} chat body(ies) at once, each {args.messages} messages and one huge tool output, answered by a fresh ruyi serve\n")
     print(
-        "| body MiB | ruyi | status | peak MiB at start | peak once answered | peak once settled | grew by | × body | resident after | answered in s |"
+        "| body MiB | ruyi | status | peak MiB at start | peak once answered | peak once settled | grew by | × body | resident after | "
+        f"resident {args.later_s:.0f} s later | answered in s |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for mib in (int(m) for m in args.mib.split(",")):
-            raw = body_of(mib * 2**20 - 1024, args.messages)  # under limits.max_body_bytes (32 MiB) with room to spare
+            raws = [body_of(mib * 2**20 - 1024, args.messages, 7 + n) for n in range(args.at_once)]  # under the 32 MiB limit
             for name, checkout in checkouts:
                 fake.received.clear()
-                r = await measure(checkout, upstream, args.data_dir / f"{name}-{mib}", raw)
+                r = await measure(checkout, upstream, args.data_dir / f"{name}-{mib}", raws, args.later_s)
                 grew = r["peak"] - r["start"]
                 print(
                     f"| {mib} | {name} | {r['status']:.0f} | {r['start']:.0f} | {r['answered']:.0f} | {r['peak']:.0f} | {grew:.0f} | "
-                    f"{grew / (len(raw) / 2**20):.1f} | {r['resident']:.0f} | {r['seconds']:.1f} |",
+                    f"{grew / (sum(map(len, raws)) / 2**20):.1f} | {r['resident']:.0f} | {r['later']:.0f} | {r['seconds']:.1f} |",
                     flush=True,
                 )
     finally:

@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 
 from config.schema import Config
+from memory import heap
 from memory.agent_ids import AgentIds, agent_session_of
 from memory.chain import Fingerprinter
 from memory.identity import session_header
@@ -101,8 +102,8 @@ class Measurer:
         self.server_windows = ServerWindows(self._get_json, config.window)
         self.learnt, self.agent_ids = LearntWindows(), AgentIds()  # agent_ids: the agents' own session ids (codex, claude -c)
         self.forgotten: Counter[str] = Counter()
-        """What ``forget_idle_forever`` let go since start-up: ``cached`` counts and classifications, ``sessions``
-        (GET /ruyi/v1/stats)."""
+        """What ``forget_idle_forever`` let go since start-up: ``cached`` counts and classifications, ``sessions``,
+        and ``heap_trims``, the rounds after which the C heap's free pages went back to the system (GET /ruyi/v1/stats)."""
 
     async def forget_idle_forever(self, others: Sequence[Callable[[float, float, int], int]] = ()) -> None:
         """From start-up, every ``IDLE_EVERY_S`` (or a tenth of ``sessions.idle_s``, when less): forget the token
@@ -125,6 +126,8 @@ class Measurer:
                     self.forgotten["sessions"] += n
                     if n < IDLE_STEP:
                         break
+                if await asyncio.to_thread(heap.trim):  # what was freed (idle entries, finished requests) back to the system
+                    self.forgotten["heap_trims"] += 1
             except Exception:  # tried again at the next round
                 log.warning("idle_forget_failed", exc_info=True)
             await asyncio.sleep(every_s)
