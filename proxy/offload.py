@@ -103,6 +103,11 @@ def _settle(waiting: asyncio.Future[Any], done: Future[Any]) -> None:
         waiting.set_result(done.result())
 
 
+def _settle_soon(loop: asyncio.AbstractEventLoop, waiting: asyncio.Future[Any], done: Future[Any]) -> None:
+    """In the worker thread, as its call returns: `_settle` on the loop."""
+    loop.call_soon_threadsafe(_settle, waiting, done)
+
+
 def stuck_after(deadline_ms: int) -> float:
     """When a store lock held is a stuck store: 3× ``store.deadline_ms`` (every wait of SQLite's under a lock is bounded
     by it), at least 2 s (a busy machine)."""
@@ -145,7 +150,7 @@ class Offload:
         loop = asyncio.get_running_loop()
         waiting: asyncio.Future[T] = loop.create_future()
         work = self._pool.submit(call)
-        work.add_done_callback(lambda done: loop.call_soon_threadsafe(_settle, waiting, done))
+        work.add_done_callback(functools.partial(_settle_soon, loop, waiting))  # not a closure: no cell of this frame
         watch = loop.call_later(STALL_POLL_S, self._watch, waiting, fn)  # one timer, re-armed: no wait per slice
         try:
             return await waiting
@@ -154,6 +159,11 @@ class Offload:
             raise
         finally:
             watch.cancel()
+            # A wait that ends in an exception (`StoreStalled`, or the call's own) holds it, its traceback holds this
+            # frame, and the frame held the wait (and the thread's future, whose callback holds the wait): a cycle only
+            # the collector's rare full pass frees, keeping ``args`` (a request's body, tens of MB) long after the
+            # thread returned. Without these names, reference counts free it all once the thread is done.
+            del waiting, work
 
     def background(self, fn: Callable[[], Any]) -> None:
         """``fn()`` in a worker thread, not awaited (its own errors are its to handle)."""
