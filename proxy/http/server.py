@@ -18,6 +18,7 @@ import structlog
 from aiohttp import web
 
 from config.schema import Config
+from memory import heap
 from proxy.http.app import make_app
 from proxy.http.exposure import exposure_warnings, server_options
 from proxy.http.log import configure_logging
@@ -49,6 +50,7 @@ def serve(config: Config, ignored_variables: Sequence[str] = ()) -> int:
             file=sys.stderr,
         )
         return 2
+    heap.fixed_thresholds()  # a large body's memory goes back to the system once freed, from any thread
     Measurer.warm_up()
     ruleset()  # the redaction rules, compiled before the first request needs them
     _fit_file_limit(config.upstream.max_connections, log)
