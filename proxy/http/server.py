@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 
 from config.schema import Config
-from memory import heap
+from proxy import heap
 from proxy.http.app import make_app
 from proxy.http.exposure import exposure_warnings, server_options
 from proxy.http.log import configure_logging

@@ -14,7 +14,6 @@ import aiohttp
 import structlog
 
 from config.schema import Config
-from memory import heap
 from memory.agent_ids import AgentIds, agent_session_of
 from memory.chain import Fingerprinter
 from memory.identity import session_header
@@ -25,6 +24,7 @@ from memory.shared import SharedRegistry
 from memory.store.base import Audit, ModelRatio, Store
 from memory.store.locks import WatchedLock
 from memory.store.writer import Writer
+from proxy import heap
 from proxy.dialects.base import Assembled
 from proxy.know import tokens as token_module
 from proxy.know import window as window_module
@@ -116,6 +116,7 @@ class Measurer:
             return
         every_s = min(IDLE_EVERY_S, idle_s / 10)
         forgetters = [self.counter.forget_idle, *others]
+        trimmed_at = time.monotonic()
         while True:
             try:
                 now = time.monotonic()
@@ -126,8 +127,10 @@ class Measurer:
                     self.forgotten["sessions"] += n
                     if n < IDLE_STEP:
                         break
-                if await asyncio.to_thread(heap.trim):  # what was freed (idle entries, finished requests) back to the system
-                    self.forgotten["heap_trims"] += 1
+                if time.monotonic() - trimmed_at >= IDLE_EVERY_S:  # a walk over the heap: at most every 30 s
+                    trimmed_at = time.monotonic()
+                    if await asyncio.to_thread(heap.trim):  # what was freed (idle entries, finished requests) back to the system
+                        self.forgotten["heap_trims"] += 1
             except Exception:  # tried again at the next round
                 log.warning("idle_forget_failed", exc_info=True)
             await asyncio.sleep(every_s)

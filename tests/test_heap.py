@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from memory import heap
+from proxy import heap
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # In a fresh interpreter (this one's heap is pytest's): 40 MB of 8 kB texts (malloc's heap, not CPython's arenas),
 # one more kept after them so the heap's top stays in use, the 40 MB freed; resident memory before and after a trim.
 PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from memory import heap
+from proxy import heap
 
 def anon_mb():
     for line in open("/proc/self/status"):
@@ -46,7 +46,7 @@ def test_freed_heap_memory_stays_resident_until_a_trim_gives_it_back() -> None:
 THREADS_PROBE = """
 import sys, threading
 sys.path.insert(0, sys.argv[1])
-from memory import heap
+from proxy import heap
 
 def anon_mb():
     for line in open("/proc/self/status"):
