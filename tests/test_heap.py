@@ -11,11 +11,8 @@ import pytest
 from proxy import heap
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# In a fresh interpreter (this one's heap is pytest's): 40 MB of 8 kB texts (malloc's heap, not CPython's arenas),
-# one more kept after them so the heap's top stays in use, the 40 MB freed; resident memory before and after a trim.
-PROBE = """
-import sys
+START = """
+import sys, threading
 sys.path.insert(0, sys.argv[1])
 from proxy import heap
 
@@ -23,7 +20,14 @@ def anon_mb():
     for line in open("/proc/self/status"):
         if line.startswith("RssAnon:"):
             return int(line.split()[1]) / 1024
+"""
+"""Each probe runs in a fresh interpreter (this one's heap is pytest's): the tree's ``heap`` and resident memory."""
 
+# 40 MB of 8 kB texts (malloc's heap, not CPython's arenas),
+# one more kept after them so the heap's top stays in use, the 40 MB freed; resident memory before and after a trim.
+PROBE = (
+    START
+    + """
 texts = [bytes(8000) for _ in range(5000)]
 kept = bytes(8000)
 del texts
@@ -31,6 +35,7 @@ freed = anon_mb()
 released = heap.trim()
 print(freed, anon_mb(), released)
 """
+)
 
 
 @pytest.mark.skipif(not heap.can_trim(), reason="no malloc_trim in this C library (glibc only)")
@@ -43,16 +48,9 @@ def test_freed_heap_memory_stays_resident_until_a_trim_gives_it_back() -> None:
 
 # Worker threads each take and free a large text after a larger block was freed (which, by default, raises glibc's
 # thresholds: those texts then come from the threads' heaps and stay there, free yet resident, trim or not).
-THREADS_PROBE = """
-import sys, threading
-sys.path.insert(0, sys.argv[1])
-from proxy import heap
-
-def anon_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) / 1024
-
+THREADS_PROBE = (
+    START
+    + """
 if sys.argv[2] == "fixed":
     assert heap.fixed_thresholds()
 start = anon_mb()
@@ -72,6 +70,7 @@ for t in threads:
 heap.trim()
 print(anon_mb() - start)
 """
+)
 
 
 @pytest.mark.skipif(not heap.can_trim(), reason="no malloc_trim in this C library (glibc only)")
