@@ -23,8 +23,8 @@ def anon_mb():
 """
 """Each probe runs in a fresh interpreter (this one's heap is pytest's): the tree's ``heap`` and resident memory."""
 
-# 40 MB of 8 kB texts (malloc's heap, not CPython's arenas),
-# one more kept after them so the heap's top stays in use, the 40 MB freed; resident memory before and after a trim.
+# 40 MB of 8 kB texts (malloc's heap, not CPython's arenas), one more kept after them so the heap's top stays in use,
+# the 40 MB freed; resident memory before and after a trim.
 PROBE = (
     START
     + """
