@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import threading
+import functools
 from collections.abc import Callable
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
@@ -23,32 +23,28 @@ LARGE_BYTES = 1 << 20
 TOP_BYTES = 2 << 20
 """A heap's free top past this goes back to the system as it is freed (glibc's trim threshold, fixed)."""
 
-_lock = threading.Lock()
-_trim: Callable[[int], int] | None = None
-_looked = False
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    global _trim, _looked
-    with _lock:
-        if not _looked:
-            _looked = True
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                func = libc.malloc_trim
-            except (OSError, AttributeError):
-                return None
-            func.argtypes, func.restype = [ctypes.c_size_t], ctypes.c_int
-            _trim = func
-        return _trim
+    func = getattr(_libc(), "malloc_trim", None)
+    if func is not None:
+        func.argtypes, func.restype = [ctypes.c_size_t], ctypes.c_int
+    return func
 
 
 def fixed_thresholds(large_bytes: int = LARGE_BYTES, top_bytes: int = TOP_BYTES) -> bool:
     """Keep blocks from ``large_bytes`` on pages of their own and a heap's free top under ``top_bytes`` (fixed, so
     glibc no longer raises them after a large block is freed); True when set. At start-up, before worker threads."""
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, large_bytes)) and bool(mallopt(M_TRIM_THRESHOLD, top_bytes))
