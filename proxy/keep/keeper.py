@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
@@ -83,6 +84,8 @@ class Keeper:
         self._clock = clock
         self._tasks: set[asyncio.Task[Any]] = set()
         self._agent_tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self._last: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Each session's newest answer still being remembered: the next one waits for it."""
         self.compactions: dict[str, int] = {"llm": 0, "fallback": 0, "unusable": 0, "stale": 0}
         self.pending = Pending()  # answers of each session not remembered yet: an archive waits for them
         self.remember_failed = 0
@@ -111,27 +114,45 @@ class Keeper:
             report = rewritten.pruning.report if rewritten is not None and rewritten.pruning is not None else None
             noted = rewritten.noted if rewritten is not None else None
             archive = _archive_of(ctx)
-            task = asyncio.create_task(
-                self._remember(
-                    m.session.agent_id,
-                    m.session.session_id,
-                    list(noted.new) if noted is not None else [],
-                    answer,
-                    report if isinstance(report, dict) else None,
-                    archive,
-                    (list(noted.all), m.shared) if noted is not None and noted.all else None,
-                    pending,
-                )
+            whole = (list(noted.all), m.shared) if noted is not None and noted.all else None
+            new = list(noted.new) if noted is not None else []
+            self.remember_later(
+                m.session.agent_id, m.session.session_id, new, answer, report if isinstance(report, dict) else None, archive, whole, pending
             )
         except Exception:  # the answer is gone already; memory misses one request, logged and counted
             self.remember_failed += 1
             log.warning("remember_failed", request_id=ctx.request_id, exc_info=True)
             return self.pending.done(pending) if pending is not None else None
+
+    def remember_later(
+        self,
+        agent_id: str,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        answer: dict[str, Any] | None,
+        report: dict[str, Any] | None,
+        archive: dict[str, Any] | None = None,
+        whole: tuple[list[dict[str, Any]], int] | None = None,
+        pending: Hashable | None = None,
+    ) -> asyncio.Task[None]:
+        """What one answer taught, remembered in a task of its own, after the session's earlier answers: one at a time
+        and in the order they came, however the worker threads are scheduled (the facts keep files most recent last and
+        fold in from the first message not folded yet, so an answer remembered before the one it followed would reorder
+        them; what the next archive shows would then depend on the threads)."""
+        key = (agent_id, session_id)
+        task = asyncio.create_task(self._remember(agent_id, session_id, messages, answer, report, archive, whole, pending, self._last.get(key)))
+        self._last[key] = task
+        task.add_done_callback(functools.partial(self._forget_last, key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        mine = self._agent_tasks.setdefault(m.session.agent_id, set())
+        mine = self._agent_tasks.setdefault(agent_id, set())
         mine.add(task)
-        task.add_done_callback(lambda t, agent=m.session.agent_id: self._forget_task(agent, t))
+        task.add_done_callback(lambda t, agent=agent_id: self._forget_task(agent, t))
+        return task
+
+    def _forget_last(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        if self._last.get(key) is task:
+            del self._last[key]
 
     async def _remember(
         self,
@@ -143,8 +164,11 @@ class Keeper:
         archive: dict[str, Any] | None = None,
         whole: tuple[list[dict[str, Any]], int] | None = None,
         pending: Hashable | None = None,
+        after: asyncio.Task[None] | None = None,
     ) -> None:
         try:
+            if after is not None:  # the session's answer before this one first (its failure is its own: logged there)
+                await asyncio.wait([after])
             await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
             plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
             if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it

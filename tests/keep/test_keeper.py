@@ -103,3 +103,35 @@ def test_a_sub_agents_prune_batch_leaves_its_pool_line_in_its_own_notebook(tmp_p
     )
     assert keeper.notebook.current("a", "kid").version == 1
     keeper.close()
+
+
+def edit(call_id: str, path: str) -> list[dict[str, Any]]:
+    """An assistant's write of ``path`` and its tool result."""
+    arguments = json.dumps({"command": f"cat > {path} << 'EOF'\nx = 1\nEOF"})
+    call = {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    return [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": call_id, "content": ""}]
+
+
+async def test_a_sessions_answers_are_remembered_in_the_order_they_came(tmp_path: Path) -> None:
+    """The first answer's work is slow to start (a busy worker pool): the second, ready first, waits for it, so the
+    facts fold in the same messages in the same order as when the threads are quick (files most recent last)."""
+    slow_once = [0.3]
+
+    async def run(fn: Any, *args: Any) -> Any:
+        if fn.__name__ == "remember" and slow_once:
+            await asyncio.sleep(slow_once.pop())
+        return await asyncio.to_thread(fn, *args)
+
+    keeper = Keeper(tmp_path / "ruyi.db", NotebookOptions(), None, run=run)
+    first = [{"role": "system", "content": "You edit files."}, {"role": "user", "content": "Fix the parser."}, *edit("c1", "a.py")]
+    second = [*first, *edit("c2", "b.py")]
+    third = [*second, *edit("c3", "c.py")]
+    answer = {"role": "assistant", "content": "Next."}
+    tasks = [
+        keeper.remember_later("a", "s", request[start:], answer, None, None, (request, start), None)
+        for request, start in ((first, 0), (second, len(first)), (third, len(second)))
+    ]
+    await asyncio.gather(*tasks)
+    assert [path for path, _ in keeper.sessions.facts("a", "s")["files"]] == ["a.py", "b.py", "c.py"]
+    assert keeper.remember_failed == 0 and not keeper._last
+    keeper.close()
