@@ -164,9 +164,20 @@ async def measure(checkout: Path, upstream: str, data_dir: Path, raws: list[byte
             answered_s = time.monotonic() - began
             answered = memory_mib(proc.pid)[0]
             peak, resident = await settled(proc.pid)
+            async with http.get(url + "/ruyi/v1/stats") as resp:  # requests whose rewrite gave up on a store thought stuck
+                stalled = (await resp.json())["store_stuck"]["waits_given_up"]
             await asyncio.sleep(later_s)  # the idle sweep (every 30 s) gives the heap's free pages back
             later = memory_mib(proc.pid)[1]
-            return {"status": status, "start": start, "answered": answered, "peak": peak, "resident": resident, "later": later, "seconds": answered_s}
+            return {
+                "status": status,
+                "start": start,
+                "answered": answered,
+                "peak": peak,
+                "resident": resident,
+                "later": later,
+                "seconds": answered_s,
+                "stalled": stalled,
+            }
     finally:
         proc.terminate()
         await proc.wait()
@@ -191,9 +202,9 @@ async def main() -> None:
     print(f"{args.at_once} chat body(ies) at once, each {args.messages} messages and one huge tool output, answered by a fresh ruyi serve\n")
     print(
         "| body MiB | ruyi | status | peak MiB at start | peak once answered | peak once settled | grew by | × body | resident after | "
-        f"resident {args.later_s:.0f} s later | answered in s |"
+        f"resident {args.later_s:.0f} s later | answered in s | gave up on the store |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for mib in (int(m) for m in args.mib.split(",")):
             raws = [body_of(mib * 2**20 - 1024, args.messages, 7 + n) for n in range(args.at_once)]  # under the 32 MiB limit
@@ -203,7 +214,7 @@ async def main() -> None:
                 grew = r["peak"] - r["start"]
                 print(
                     f"| {mib} | {name} | {r['status']:.0f} | {r['start']:.0f} | {r['answered']:.0f} | {r['peak']:.0f} | {grew:.0f} | "
-                    f"{grew / (sum(map(len, raws)) / 2**20):.1f} | {r['resident']:.0f} | {r['later']:.0f} | {r['seconds']:.1f} |",
+                    f"{grew / (sum(map(len, raws)) / 2**20):.1f} | {r['resident']:.0f} | {r['later']:.0f} | {r['seconds']:.1f} | {r['stalled']:.0f} |",
                     flush=True,
                 )
     finally:
