@@ -46,6 +46,13 @@ restarted process's first requests, on a machine busy with the rest of the suite
 BURST = {"window": {"models": {"gpt-4o*": 32000}}, "pruning": {"strategies": {"truncation": {"max_tool_output_tokens": 150}}}}
 
 
+def first_difference(got: bytes, expected: bytes, around: int = 120) -> str:
+    """Where two forwarded bodies first differ, with some bytes either side (a failure says what differed)."""
+    at = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), min(len(got), len(expected)))
+    window = slice(max(0, at - around), at + around)
+    return f"at byte {at}: got …{got[window]!r}… expected …{expected[window]!r}…"
+
+
 def settled(proc: RuyiProcess) -> bool:
     """Whether nothing of the answers so far is still being remembered or written (GET /ruyi/v1/stats ``in_flight``):
     the keeper's facts and notebook, the archive's chunks and forms, the queues of both writers."""
@@ -94,7 +101,10 @@ async def test_a_restart_mid_trace_forwards_byte_identical_requests(upstream: Te
     # byte for byte; when not, say whether an archive stopped waiting for the keeper (the block then differs by design)
     unsettled = [log.name for log in (tmp_path / "uninterrupted.log", tmp_path / "killed.log") if "archive_memory_unsettled" in log.read_text()]
     differing = [i for i, ((_, a), (_, b)) in enumerate(zip(got, expected, strict=True)) if a != b]
-    assert not differing, f"requests {differing} differ (cut at {cut}); archives unsettled in: {unsettled or 'neither log'}"
+    assert not differing, (
+        f"requests {differing} differ (cut at {cut}); archives unsettled in: {unsettled or 'neither log'}; "
+        f"the first: {first_difference(got[differing[0]][1], expected[differing[0]][1]) if differing else ''}"
+    )
     assert any(b"[ruyi:" in body or b"<ruyi-archive" in body for _, body in got[cut:])
 
 
