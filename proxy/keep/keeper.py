@@ -140,7 +140,25 @@ class Keeper:
         fold in from the first message not folded yet, so an answer remembered before the one it followed would reorder
         them; what the next archive shows would then depend on the threads)."""
         key = (agent_id, session_id)
-        task = asyncio.create_task(self._remember(agent_id, session_id, messages, answer, report, archive, whole, pending, self._last.get(key)))
+        after = self._last.get(key)
+
+        async def remembered() -> None:
+            try:
+                if after is not None:  # the session's answer before this one first (its failure is its own: logged there)
+                    await asyncio.wait([after])
+                await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
+                plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
+                if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
+                    if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
+                        await self.run(self.apply, agent_id, session_id, plan[1], "extractive")
+            except Exception:  # the answer is gone already; memory misses one request, logged and counted
+                self.remember_failed += 1
+                log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
+            finally:
+                if pending is not None:
+                    self.pending.done(pending)  # the session's next archive reads what this answer taught
+
+        task = asyncio.create_task(remembered())
         self._last[key] = task
         task.add_done_callback(functools.partial(self._forget_last, key))
         self._tasks.add(task)
@@ -153,33 +171,6 @@ class Keeper:
     def _forget_last(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
         if self._last.get(key) is task:
             del self._last[key]
-
-    async def _remember(
-        self,
-        agent_id: str,
-        session_id: str,
-        messages: list[dict[str, Any]],
-        answer: dict[str, Any] | None,
-        report: dict[str, Any] | None,
-        archive: dict[str, Any] | None = None,
-        whole: tuple[list[dict[str, Any]], int] | None = None,
-        pending: Hashable | None = None,
-        after: asyncio.Task[None] | None = None,
-    ) -> None:
-        try:
-            if after is not None:  # the session's answer before this one first (its failure is its own: logged there)
-                await asyncio.wait([after])
-            await self.run(self.remember, agent_id, session_id, messages, answer, report, whole)
-            plan = await self.run(self.archived, agent_id, session_id, archive) if archive is not None else None
-            if plan is not None and archive is not None:  # the summarizer proposes in a task of its own: nothing waits on it
-                if not self.refiner.propose(agent_id, session_id, archive["messages"], plan[0], plan[1], self.apply):
-                    await self.run(self.apply, agent_id, session_id, plan[1], "extractive")
-        except Exception:  # the answer is gone already; memory misses one request, logged and counted
-            self.remember_failed += 1
-            log.warning("remember_failed", agent_id=agent_id, session_id=session_id, exc_info=True)
-        finally:
-            if pending is not None:
-                self.pending.done(pending)  # the session's next archive reads what this answer taught
 
     def _forget_task(self, agent_id: str, task: asyncio.Task[Any]) -> None:
         mine = self._agent_tasks.get(agent_id)
