@@ -163,7 +163,7 @@ async def stats(request: web.Request) -> web.Response:
     # work after answers not finished yet: what a restart right now would not find (a test waits for none)
     in_flight = {
         "store_writer": int(writer is not None and not writer.idle),
-        "keeper_tasks": len(getattr(keeper, "_tasks", ())),
+        "keeper_tasks": len(keeper.tasks),
         "longctx_tasks": len(getattr(longctx, "_tasks", ())),
         "recall_writer": int(getattr(longctx, "writer", None) is not None and not longctx.writer.idle),  # type: ignore[union-attr]
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from memory.notebook.proposals import Proposals, propose
 from memory.notebook.sqlite_notebook import Notebook, NotebookStore
 from memory.store.sqlite_database import Database
 from proxy.keep.activity import Activity
+from proxy.keep.answer_tasks import AnswerTasks
 from proxy.keep.held import Held, Watched
 from proxy.keep.options import NotebookOptions
 from proxy.keep.organizer import Organizer
@@ -45,10 +45,6 @@ BATCHES = ("applied", "economic", "overflow")
 ANSWER_TOKENS = 1200
 """The most a compaction's answer may take (five sections of one to three lines)."""
 """Batches that leave a dynamic-pool line (they changed what the model sees)."""
-
-
-SETTLE_AGENT_S = 1.0
-"""The longest a fresh conversation waits for its agent's earlier answers to be remembered."""
 
 
 class Keeper:
@@ -82,10 +78,7 @@ class Keeper:
         self.refiner = Refiner(summarizer, self.sessions, self.run, redact)
         self._run = run
         self._clock = clock
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._agent_tasks: dict[str, set[asyncio.Task[Any]]] = {}
-        self._last: dict[tuple[str, str], asyncio.Task[None]] = {}
-        """Each session's newest answer still being remembered: the next one waits for it."""
+        self.tasks = AnswerTasks()
         self.compactions: dict[str, int] = {"llm": 0, "fallback": 0, "unusable": 0, "stale": 0}
         self.pending = Pending()  # answers of each session not remembered yet: an archive waits for them
         self.remember_failed = 0
@@ -135,14 +128,9 @@ class Keeper:
         whole: tuple[list[dict[str, Any]], int] | None = None,
         pending: Hashable | None = None,
     ) -> asyncio.Task[None]:
-        """What one answer taught, remembered in a task of its own, after the session's earlier answers: one at a time
-        and in the order they came, however the worker threads are scheduled (the facts keep files most recent last and
-        fold in from the first message not folded yet, so an answer remembered before the one it followed would reorder
-        them; what the next archive shows would then depend on the threads)."""
-        key = (agent_id, session_id)
-        after = self._last.get(key)
+        """What one answer taught, remembered in a task of its own after the session's earlier answers (``AnswerTasks``)."""
 
-        async def remembered() -> None:
+        async def remembered(after: asyncio.Task[None] | None) -> None:
             try:
                 if after is not None:  # the session's answer before this one first (its failure is its own: logged there)
                     await asyncio.wait([after])
@@ -158,38 +146,16 @@ class Keeper:
                 if pending is not None:
                     self.pending.done(pending)  # the session's next archive reads what this answer taught
 
-        task = asyncio.create_task(remembered())
-        self._last[key] = task
-        task.add_done_callback(functools.partial(self._forget_last, key))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        mine = self._agent_tasks.setdefault(agent_id, set())
-        mine.add(task)
-        task.add_done_callback(lambda t, agent=agent_id: self._forget_task(agent, t))
-        return task
-
-    def _forget_last(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
-        if self._last.get(key) is task:
-            del self._last[key]
-
-    def _forget_task(self, agent_id: str, task: asyncio.Task[Any]) -> None:
-        mine = self._agent_tasks.get(agent_id)
-        if mine is not None:
-            mine.discard(task)
-            if not mine:
-                del self._agent_tasks[agent_id]
+        return self.tasks.start(agent_id, session_id, remembered)
 
     async def settle_agent(self, agent_id: str) -> None:
         """Wait for what this agent's earlier answers showed to be remembered (a sub-agent's first request may follow
         its parent's answer at once: the parent's pending task calls must be known first). Other agents never wait."""
-        mine = self._agent_tasks.get(agent_id)
-        if mine:
-            await asyncio.wait(list(mine), timeout=SETTLE_AGENT_S)  # bounded: a locked store never holds a request long
+        await self.tasks.settle_agent(agent_id)
 
     async def settle(self) -> None:
         """Wait for what answers already gave to be remembered (before reading anything back)."""
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.tasks.settle()
 
     # in a worker thread
 

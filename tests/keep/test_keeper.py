@@ -133,5 +133,5 @@ async def test_a_sessions_answers_are_remembered_in_the_order_they_came(tmp_path
     ]
     await asyncio.gather(*tasks)
     assert [path for path, _ in keeper.sessions.facts("a", "s")["files"]] == ["a.py", "b.py", "c.py"]
-    assert keeper.remember_failed == 0 and not keeper._last
+    assert keeper.remember_failed == 0 and len(keeper.tasks) == 0 and keeper.tasks.sessions() == 0
     keeper.close()
