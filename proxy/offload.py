@@ -11,6 +11,7 @@ like any other call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
@@ -108,6 +109,16 @@ def _settle_soon(loop: asyncio.AbstractEventLoop, waiting: asyncio.Future[Any], 
     loop.call_soon_threadsafe(_settle, waiting, done)
 
 
+LARGE_BYTES = 4 << 20
+"""A body this large (bytes as received) is a large body: its rewrite takes its turn among the others (``LARGE_AT_ONCE``)."""
+LARGE_AT_ONCE = 2
+"""Large bodies rewritten at once; the others wait on the loop, holding no thread and no lock. Their rewrites are the
+interpreter's work (parsing, counting, redacting, hashing tens of megabytes) and one interpreter runs one thread at a
+time: six 30 MiB bodies rewritten at once took as long in all, each store write among them waited its turn behind the
+others for seconds, long enough to look like a frozen disk, and all six went through unpruned
+(``bench/serve/body_memory.py --mib 30 --at-once 6``: 6 given up on before, 0 now, the peak 3.2 → 2.3× the bodies)."""
+
+
 def stuck_after(deadline_ms: int) -> float:
     """When a store lock held is a stuck store: 3× ``store.deadline_ms`` (every wait of SQLite's under a lock is bounded
     by it), at least 2 s (a busy machine)."""
@@ -135,7 +146,20 @@ class Offload:
         self.stuck_s = stuck_s
         """A store lock held longer than this is a stuck store (``held_longest``); None: wait for the store however long."""
         self.stalled = 0
+        self._large: asyncio.Semaphore | None = None
+        self.large_waited = 0
+        """Large bodies that waited for their turn (``large_waited`` in GET /ruyi/v1/stats)."""
         """Waits given up because the store was stuck (``store_stalled`` in GET /ruyi/v1/stats)."""
+
+    def large(self, size: int) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A turn among the large bodies' rewrites (at most ``LARGE_AT_ONCE`` at once), or none for a smaller body."""
+        if size < LARGE_BYTES:
+            return contextlib.nullcontext()
+        if self._large is None:
+            self._large = asyncio.Semaphore(LARGE_AT_ONCE)
+        if self._large.locked():
+            self.large_waited += 1
+        return self._large
 
     def stuck(self) -> bool:
         return self.stuck_s is not None and held_longest() > self.stuck_s

@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from memory.store.locks import WatchedLock
-from proxy.offload import Offload, StoreStalled
+from proxy.offload import LARGE_AT_ONCE, LARGE_BYTES, Offload, StoreStalled
 
 
 class Body:
@@ -67,4 +67,46 @@ async def test_a_call_that_raises_in_its_thread_lets_go_of_its_arguments() -> No
         assert gone() is None, gc.get_referrers(gone())
     finally:
         gc.enable()
+        offload.close()
+
+
+async def test_large_bodies_are_rewritten_a_few_at_a_time_and_small_ones_never_wait() -> None:
+    """Issue 27: six 30 MiB bodies rewritten at once all went through unpruned (each store write among them waited
+    behind the others' interpreter work past the stuck-store bound). Large rewrites take turns; the others wait on the
+    loop, holding no thread; a small body never waits for them."""
+    offload = Offload(8, stuck_s=5.0)
+    running, most, go, count = [0], [0], threading.Event(), threading.Lock()
+
+    def rewrite() -> str:
+        with count:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        go.wait(10)
+        with count:
+            running[0] -= 1
+        return "done"
+
+    async def one(size: int) -> str:
+        async with offload.large(size):
+            return await offload.run(rewrite)
+
+    try:
+        large = [asyncio.ensure_future(one(LARGE_BYTES)) for _ in range(6)]
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if running[0] == LARGE_AT_ONCE:
+                break
+        await asyncio.sleep(0.1)
+        assert running[0] == LARGE_AT_ONCE and offload.large_waited == 6 - LARGE_AT_ONCE
+        small = asyncio.ensure_future(one(LARGE_BYTES - 1))
+        for _ in range(200):  # a small body runs beside them
+            await asyncio.sleep(0.01)
+            if running[0] == LARGE_AT_ONCE + 1:
+                break
+        assert running[0] == LARGE_AT_ONCE + 1
+        go.set()
+        assert await asyncio.gather(small, *large) == ["done"] * 7
+        assert most[0] == LARGE_AT_ONCE + 1 and offload.large_waited == 6 - LARGE_AT_ONCE
+    finally:
+        go.set()
         offload.close()

@@ -182,6 +182,7 @@ async def stats(request: web.Request) -> web.Response:
             "upstream_pool": pool,
             "rewrites": dict(offload.where),
             "rewrites_in_thread": dict(offload.why),  # why not on the loop
+            "large_waited": offload.large_waited,  # large bodies that waited for their turn (a few rewritten at once)
             "settling": {"waited": unsettled.waited, "overdue": unsettled.overdue},
             "memory": kept,
         }

@@ -69,7 +69,8 @@ async def prepare(request: web.Request, dialect: Dialect, raw: bytes, body: dict
             rest.add_done_callback(lambda f: f.cancelled() and turn is not None and turn.end())  # shut down before it ran
             forwarded = await asyncio.shield(rest)
         else:
-            forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
+            async with measurer.offload.large(len(raw)):
+                forwarded = await measurer.offload.run(_prepare, app, dialect, raw, body, ctx, request.headers, ollama, window)
     except StoreStalled:  # fail open: the store is stuck (a frozen disk); the rewrite finishes in its thread, unsent
         app[appkeys.PIPELINE].failures["store_stalled"] += 1
         ctx.facts["store_stalled"] = True
