@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from conversation.actions.options import OptionError  # re-exported: the strategies' option checks raise it
+from redaction.redact import redact
 
 if TYPE_CHECKING:
     from conversation.actions.classify import ToolSpec
@@ -35,6 +36,14 @@ class Replacement:
     ref_id: str
     strategy: str
     reason: str
+    kept: str | None = field(default=None, compare=False, repr=False)
+    """The original as Ruyi keeps it (redacted), when the strategy has redacted it already: kept once, never redacted
+    twice (redacting a 30 MiB tool output takes about 2 s of the interpreter)."""
+
+    @property
+    def kept_original(self) -> str:
+        """What the ref keeps: the original redacted."""
+        return self.kept if self.kept is not None else redact(self.original)
 
     @property
     def tokens_saved(self) -> int:

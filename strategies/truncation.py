@@ -186,7 +186,7 @@ class Truncation:
             else:
                 replacement = self._truncate(call, text, tokens, budget, ctx)
                 if ctx.memo is not None and replacement is not None:
-                    ctx.memo[key] = replace(replacement, original="")
+                    ctx.memo[key] = replace(replacement, original="", kept=None)
             if replacement is not None:
                 proposals.append(replacement)
         return proposals
@@ -219,7 +219,7 @@ class Truncation:
         if tokens - after < ctx.min_saving_tokens:
             return None
         reason = f"output over {budget:,} tokens" if tokens > budget else f"over {self.options.glob_max_files} paths"
-        return Replacement(call.result or 0, CONTENT, new_text, text, tokens, after, ref, self.name, reason)
+        return Replacement(call.result or 0, CONTENT, new_text, text, tokens, after, ref, self.name, reason, kept=shown)
 
     def _limit_paths(self, lines: list[str]) -> tuple[list[str], int]:
         """A listing's first glob_max_files path lines; other lines (tags, headers) stay where they are."""

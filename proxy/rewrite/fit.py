@@ -16,7 +16,6 @@ from proxy.dialects.errors import ProxyError
 from proxy.know.options import TierOptions, WindowOptions
 from proxy.rewrite.pruning import Outcome
 from proxy.rewrite.results import Fitted
-from redaction.redact import redact
 from strategies.fit import cuttable_text, fit
 from strategies.pipeline import apply_replacements
 
@@ -60,7 +59,7 @@ class FitStep:
             tokens -= saved
             outcome = outcome.copy()
             outcome.shrunk(tokens, m.calibrated(tokens), m.budget, self.tiers)
-            outcome.refs.update({r.ref_id: redact(r.original) for r in cuts})
+            outcome.refs.update({r.ref_id: r.kept_original for r in cuts})
             outcome.report["fit"] = {"items": len(cuts), "tokens_saved": round(saved * scale)}
         if tokens > window and self.options.refuse_over and m.window.source != "default":
             parts = _parts(out, head, tokens, scale, m.count_text)

@@ -12,7 +12,6 @@ from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
 from proxy.know.window import Budget
 from proxy.rewrite.options import PruningOptions
-from redaction.redact import redact
 from strategies.base import Replacement, StrategyContext
 from strategies.conversation import Conversation, analyze
 from strategies.pipeline import LAST_RESORT, apply_replacements, propose_all
@@ -183,7 +182,7 @@ class Pruner:
         new_decisions: dict[str, list[dict[str, Any]]] = {}
         for r in new:
             new_decisions.setdefault(links[r.index], []).append(_decided(r))
-        refs = {r.ref_id: redact(r.original) for r in new}
+        refs = {r.ref_id: r.kept_original for r in new}
         report = self._report(tokens_before, tokens, in_force, budget, batch, new, len(sticky), failures, harder, scale)
         return Outcome(out, new_decisions, refs, round(tokens * scale), retry_at, clear_retry, report, tokens)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from redaction.redact import redact
 from strategies.base import OptionError, Replacement
 from strategies.truncation import (
     HIGH,
@@ -153,3 +154,18 @@ def test_the_memo_keeps_a_truncation_without_its_original_and_a_hit_gives_the_sa
     assert not any(isinstance(value, str) and len(value) >= len(first.original) for value in memo.values())
     (again,) = small().propose(messages, make_ctx(memo=memo))
     assert again == first
+
+
+def test_a_truncated_output_is_redacted_once_and_its_ref_keeps_that_text() -> None:
+    """Issue 27 (large bodies): truncation redacts the whole output before clipping it, and the ref kept the original
+    redacted again (about 2 s each for a 30 MiB log). The replacement carries what it redacted; the memo never does."""
+    secret = "password = 'correct horse battery staple'"
+    body = lines("noise", 300, 1) + f"\n{secret}\nERROR: the one line that matters\n" + lines("noise", 300, 301)
+    messages = conversation(bash("python run.py", body))
+    memo: dict[object, object] = {}
+    (first,) = small().propose(messages, make_ctx(memo=memo))
+    assert first.kept is not None and first.kept == redact(first.original) and "correct horse" not in first.kept
+    assert first.kept_original is first.kept  # what the ref keeps, without a second redaction
+    assert all(value.kept is None for value in memo.values() if isinstance(value, Replacement))
+    (again,) = small().propose(messages, make_ctx(memo=memo))
+    assert again == first and again.kept is None and again.kept_original == first.kept  # a hit redacts when the ref needs it
