@@ -116,7 +116,7 @@ LARGE_AT_ONCE = 2
 interpreter's work (parsing, counting, redacting, hashing tens of megabytes) and one interpreter runs one thread at a
 time: six 30 MiB bodies rewritten at once took as long in all, each store write among them waited its turn behind the
 others for seconds, long enough to look like a frozen disk, and all six went through unpruned
-(``bench/serve/body_memory.py --mib 30 --at-once 6``: 6 given up on before, 0 now, the peak 3.2 → 2.3× the bodies)."""
+(``bench/serve/body_memory.py --mib 30 --at-once 6``: 6 given up on before, 0 now, the peak 3.4 → 2.4× the bodies)."""
 
 
 def stuck_after(deadline_ms: int) -> float:
@@ -146,17 +146,15 @@ class Offload:
         self.stuck_s = stuck_s
         """A store lock held longer than this is a stuck store (``held_longest``); None: wait for the store however long."""
         self.stalled = 0
-        self._large: asyncio.Semaphore | None = None
+        """Waits given up because the store was stuck (``store_stalled`` in GET /ruyi/v1/stats)."""
+        self._large = asyncio.Semaphore(LARGE_AT_ONCE)  # bound to the loop on its first wait
         self.large_waited = 0
         """Large bodies that waited for their turn (``large_waited`` in GET /ruyi/v1/stats)."""
-        """Waits given up because the store was stuck (``store_stalled`` in GET /ruyi/v1/stats)."""
 
     def large(self, size: int) -> contextlib.AbstractAsyncContextManager[Any]:
         """A turn among the large bodies' rewrites (at most ``LARGE_AT_ONCE`` at once), or none for a smaller body."""
         if size < LARGE_BYTES:
             return contextlib.nullcontext()
-        if self._large is None:
-            self._large = asyncio.Semaphore(LARGE_AT_ONCE)
         if self._large.locked():
             self.large_waited += 1
         return self._large
