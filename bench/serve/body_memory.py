@@ -165,7 +165,7 @@ async def measure(checkout: Path, upstream: str, data_dir: Path, raws: list[byte
             answered = memory_mib(proc.pid)[0]
             peak, resident = await settled(proc.pid)
             async with http.get(url + "/ruyi/v1/stats") as resp:  # requests whose rewrite gave up on a store thought stuck
-                stalled = (await resp.json())["store_stuck"]["waits_given_up"]
+                stalled = (await resp.json()).get("store_stuck", {}).get("waits_given_up")  # None: a tree before the watchdog
             await asyncio.sleep(later_s)  # the idle sweep (every 30 s) gives the heap's free pages back
             later = memory_mib(proc.pid)[1]
             return {
@@ -214,7 +214,7 @@ async def main() -> None:
                 grew = r["peak"] - r["start"]
                 print(
                     f"| {mib} | {name} | {r['status']:.0f} | {r['start']:.0f} | {r['answered']:.0f} | {r['peak']:.0f} | {grew:.0f} | "
-                    f"{grew / (sum(map(len, raws)) / 2**20):.1f} | {r['resident']:.0f} | {r['later']:.0f} | {r['seconds']:.1f} | {r['stalled']:.0f} |",
+                    f"{grew / (sum(map(len, raws)) / 2**20):.1f} | {r['resident']:.0f} | {r['later']:.0f} | {r['seconds']:.1f} | {'—' if r['stalled'] is None else r['stalled']} |",
                     flush=True,
                 )
     finally:
