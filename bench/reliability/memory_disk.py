@@ -4,7 +4,7 @@ soak's Ruyi half only (no direct half: neither figure needs it), several trees s
 Each tree gets its own fake upstream and `ruyi serve` and the same schedule at the same time (``rate`` requests a
 second from 20 agents, growing conversations, a new task every ``turns`` requests; ``--turns 1``: every request a new
 conversation). Reported per tree: resident memory every ``seconds/20``, its least-squares slope after the first third
-(warm-up), disk per request (the data directory's files, the log included), the log's size at the end, and the
+(warm-up) and of each third (where a long run's rise ends), disk per request (the data directory's files, the log included), the log's size at the end, and the
 database's bytes per table and index (SQLite's ``dbstat``) after a final checkpoint.
 
     .venv/bin/python bench/reliability/memory_disk.py --seconds 300 --rate 20 --turns 50 \\
@@ -87,6 +87,9 @@ async def drive(stacks: dict[str, Stack], seconds: float, rate: float, turns: in
             "ok": statuses[name].count(200),
             "rss_mb": [[round(t), round(r, 1)] for t, r in rss[name]],
             "rss_mb_per_min_after_warmup": round(slope_per_min([(t, r) for t, r in rss[name] if t >= seconds / 3]), 2),
+            "rss_mb_per_min_by_third": [  # where a rise ends: the slope of each third of the run (a long run's last one)
+                round(slope_per_min([(t, r) for t, r in rss[name] if k * seconds / 3 <= t <= (k + 1) * seconds / 3]), 3) for k in range(3)
+            ],
             "anon_file_mb_at_end": [status_mb(s.ruyi_pid, "RssAnon"), status_mb(s.ruyi_pid, "RssFile")],
             "threads": threads(s.ruyi_pid),
             "disk_kb_per_request": round(grown / max(1, len(statuses[name])) / 1024, 2),
