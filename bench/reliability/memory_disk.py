@@ -4,8 +4,9 @@ soak's Ruyi half only (no direct half: neither figure needs it), several trees s
 Each tree gets its own fake upstream and `ruyi serve` and the same schedule at the same time (``rate`` requests a
 second from 20 agents, growing conversations, a new task every ``turns`` requests; ``--turns 1``: every request a new
 conversation). Reported per tree: resident memory every ``seconds/20``, its least-squares slope after the first third
-(warm-up) and of each third (where a long run's rise ends), disk per request (the data directory's files, the log included), the log's size at the end, and the
-database's bytes per table and index (SQLite's ``dbstat``) after a final checkpoint.
+(warm-up) and of each third (where a long run's rise ends), disk per request (the data directory's files, the log
+included), the log's size at the end, and the database's bytes per table and index (SQLite's ``dbstat``) after a final
+checkpoint.
 
     .venv/bin/python bench/reliability/memory_disk.py --seconds 300 --rate 20 --turns 50 \\
         --tree before=/tmp/memflat-before --tree after=.
