@@ -9,6 +9,7 @@ the long run is the documented command, its figures in RELIABILITY.md:
     .venv/bin/python bench/reliability/suite.py                          # 500 and 1,000 streams, a 10-minute soak
     .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20
     .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20 --upstream-ms 300   # a model's first byte
+    .venv/bin/python bench/reliability/suite.py --only soak --soak-s 120 --rate 20 --soak-minimal      # a bare proxy beside
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.processes import ROOT, free_port, stop
+from bench.processes import ROOT, free_port, spawn, stop
 from bench.reliability.stack import SECRET, TREE, body, client, conversation, cpu_s, disk_bytes, fds, pct, rss_mb, slope_per_min, start, timed
 from bench.reliability.store_faults import full_disk, stalled_store
 
@@ -67,14 +68,21 @@ async def load(streams: int, settle_s: float = 45.0) -> dict[str, Any]:
 
 
 async def soak(
-    seconds: float, rate: float, sessions: int = 20, turns: int = 50, upstream_ms: float = 0.0, config: dict[str, Any] | None = None
+    seconds: float,
+    rate: float,
+    sessions: int = 20,
+    turns: int = 50,
+    upstream_ms: float = 0.0,
+    config: dict[str, Any] | None = None,
+    minimal: bool = False,
 ) -> dict[str, Any]:
     """``rate`` requests a second for ``seconds`` from ``sessions`` agents, each growing its conversation by one
     exchange per request and starting a new task every ``turns`` requests (``turns=1``: every request a new
     conversation, its one message longer each time, as this soak sent before), through Ruyi; then the same
     schedule direct. Time to first byte, memory over time (its slope after the first third: warm-up), disk per
     request. ``upstream_ms``: the fake upstream waits that long before each answer (a real model's first byte; 0: a
-    free upstream, the hard case for the ratio)."""
+    free upstream, the hard case for the ratio). ``minimal``: the same schedule through a bare aiohttp passthrough
+    on uvloop too (`bench/serve/minimal_passthrough.py`), the floor of any proxy in front of that upstream."""
     stack = start(config, fault="delay", delay=upstream_ms / 1000) if upstream_ms > 0 else start(config)
 
     def payload(n: int) -> dict[str, Any]:
@@ -116,6 +124,7 @@ async def soak(
         direct, _, _ = await schedule(stack.upstream, lambda n: {})
         p50, direct_p50 = statistics.median(ttfb) * 1000, statistics.median(direct) * 1000
         p99, direct_p99 = pct(ttfb, 0.99) * 1000, pct(direct, 0.99) * 1000
+        beside = await _through_minimal(stack.upstream, schedule, direct_p50, direct_p99) if minimal else {}
         return {
             "seconds": seconds,
             "rate": rate,
@@ -135,9 +144,30 @@ async def soak(
             "rss_mb_per_min_after_warmup": round(slope_per_min([(t, r) for t, r in rss if t >= seconds / 3]), 2),
             "disk_kb_per_request": round((disk1 - disk0) / max(1, len(statuses)) / 1024, 2),
             "rewrites": rewrites,  # measured and rewritten on the loop or in a worker thread
+            **beside,
         }
     finally:
         stop(stack.procs)
+
+
+async def _through_minimal(
+    upstream: str, schedule: Callable[..., Awaitable[tuple[list[float], list[int], Any]]], direct_p50: float, direct_p99: float
+) -> dict[str, Any]:
+    """The soak's schedule through a bare aiohttp passthrough (on uvloop, as `ruyi serve`) to the same upstream."""
+    port = free_port()
+    proc = spawn([sys.executable, str(ROOT / "bench" / "serve" / "minimal_passthrough.py"), upstream, str(port), "uvloop"], port)
+    try:
+        ttfb, statuses, _ = await schedule(f"http://127.0.0.1:{port}", lambda n: {})
+    finally:
+        stop([proc])
+    p50, p99 = statistics.median(ttfb) * 1000, pct(ttfb, 0.99) * 1000
+    return {
+        "minimal_ok": statuses.count(200),
+        "minimal_ttfb_p50_ms": round(p50, 1),
+        "minimal_ttfb_p99_ms": round(p99, 1),
+        "minimal_ratio_p50": round(p50 / direct_p50, 2) if direct_p50 else None,
+        "minimal_ratio_p99": round(p99 / direct_p99, 2) if direct_p99 else None,
+    }
 
 
 async def faults(requests: int) -> dict[str, Any]:
@@ -277,7 +307,7 @@ async def key_leaks(requests: int) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[dict[str, Any]]]] = {
     "load": lambda a: _loads(a.streams),
-    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns, upstream_ms=a.upstream_ms, config=json.loads(a.soak_config)),
+    "soak": lambda a: soak(a.soak_s, a.rate, turns=a.turns, upstream_ms=a.upstream_ms, config=json.loads(a.soak_config), minimal=a.soak_minimal),
     "stalled_store": lambda a: stalled_store(a.stalled, a.held_s),
     "full_disk": lambda a: full_disk(a.full),
     "faults": lambda a: faults(a.faults),
@@ -304,6 +334,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--upstream-ms", type=float, default=0.0, help="the soak's fake upstream waits this long before each answer (a real model's first byte)"
+    )
+    parser.add_argument(
+        "--soak-minimal", action="store_true", help="the soak's schedule through a bare aiohttp passthrough too (the floor of any proxy)"
     )
     parser.add_argument("--soak-config", default="{}", help='the soak\'s Ruyi config, as JSON ({"sessions": {"idle_s": 30}})')
     parser.add_argument("--stalled", type=int, default=64)

@@ -1,4 +1,7 @@
-"""Reference point for bench/serve/overhead.py: the smallest sensible aiohttp streaming passthrough."""
+"""Reference point for bench/serve/overhead.py and the soak: the smallest sensible aiohttp streaming passthrough.
+
+python bench/serve/minimal_passthrough.py UPSTREAM PORT [uvloop]   # uvloop: on the loop `ruyi serve` runs on
+"""
 
 from __future__ import annotations
 
@@ -32,4 +35,9 @@ async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
 app = web.Application()
 app.cleanup_ctx.append(session_ctx)
 app.router.add_post("/{tail:.*}", forward)
-web.run_app(app, host="127.0.0.1", port=PORT, access_log=None, print=None)
+loop = None
+if sys.argv[3:] == ["uvloop"]:
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+web.run_app(app, host="127.0.0.1", port=PORT, access_log=None, print=None, loop=loop)

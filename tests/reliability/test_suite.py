@@ -20,8 +20,9 @@ async def test_load_every_stream_completes_and_descriptors_come_back() -> None:
 async def test_a_short_soak_answers_every_request() -> None:
     figures = await soak(3.0, 10.0, sessions=5)
     assert figures["requests"] >= 20 and figures["ok"] == figures["requests"]
-    fresh = await soak(2.0, 10.0, sessions=5, turns=1)  # every request a new conversation
+    fresh = await soak(2.0, 10.0, sessions=5, turns=1, minimal=True)  # every request a new conversation; a bare proxy beside
     assert fresh["ok"] == fresh["requests"] >= 10
+    assert fresh["minimal_ok"] == fresh["requests"] and fresh["minimal_ttfb_p50_ms"] > 0
 
 
 async def test_a_held_database_holds_no_request_and_what_waited_lands() -> None:
