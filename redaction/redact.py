@@ -36,26 +36,34 @@ class Ruleset:
     def redact(self, text: str) -> str:
         if len(text) < MIN_CHARS:
             return text
-        lowered = text.lower()
-        if not lowered.isascii():
-            lowered = lowered.translate(_FOLDS)
+        lowered, aligned = _lowered(text)
         chosen = set(self.always)
         for keyword in self.keywords:
             if keyword in lowered:
                 chosen |= self.by_keyword[keyword]
-        ascii_text = text.isascii()
         for i in sorted(chosen):
             rule = self.rules[i]
             for _ in range(MAX_PASSES):  # a greedy rule that matched one secret may have stepped over another
-                if rule.lowered is not None and ascii_text:
+                if rule.lowered is not None and aligned:
                     found = _replace(text, rule, rule.lowered.finditer(lowered))
                 else:
                     found = rule.pattern.sub(functools.partial(_mask, rule), text)
                 if found == text:
                     break
                 text = found
-                lowered = text.lower()
+                lowered, aligned = _lowered(text)
         return text
+
+
+def _lowered(text: str) -> tuple[str, bool]:
+    """text lower-cased, the letters case folding matches to an ASCII letter folded; and whether the copy has text's
+    positions (each character lowered to one: a few, such as İ, lower to two). On such a copy a ``lowered`` rule's
+    regex (ASCII, written for lower-cased text) finds what the same regex with IGNORECASE finds in text, about ten
+    times faster, in any script (tests/redaction/test_redact.py checks every code point)."""
+    lowered = text.lower()
+    if not lowered.isascii():
+        lowered = lowered.translate(_FOLDS)
+    return lowered, len(lowered) == len(text)
 
 
 @functools.cache

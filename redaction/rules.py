@@ -31,8 +31,9 @@ class Rule:
     else the whole match."""
     lowered: re.Pattern[str] | None = None
     """For a rule marked ``lowercase = true`` (Ruyi's own key; its regex written for lower-cased text):
-    the regex without case folding, to run on an ASCII text's lower-cased copy (same positions), ten times
-    faster than case folding; ``pattern`` is then the same regex with IGNORECASE, for other texts."""
+    the regex without case folding, to run on a text's lower-cased copy when it has the same positions (any text
+    but a few, such as one with İ), ten times faster than case folding; ``pattern`` is then the same regex with
+    IGNORECASE, for the others."""
 
 
 def go_to_python(regex: str) -> str:

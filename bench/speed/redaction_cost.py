@@ -1,8 +1,11 @@
-"""What the one redaction function costs: every tool output of the public traces, and one access event, side by side."""
+"""What the one redaction function costs: every tool output of the public traces, and one access event, side by side;
+and texts not in ASCII, with the lower-cased fast path for ASCII texts only (as before 2026-11-28) and for any text
+whose lower-cased copy keeps its positions (now)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -15,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.traces import trace_paths
 from proxy.http.log import REDACTED, Redactor, is_secret_field
-from redaction.redact import redact, ruleset
+from redaction.redact import _FOLDS, MAX_PASSES, MIN_CHARS, _mask, _replace, redact, ruleset
 
 # strategies/placeholder.py's redact_secrets before this change (it redacted refs only), for comparison.
 _SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -119,6 +122,48 @@ class OldRedactor(Redactor):
         return value
 
 
+def ascii_only_fast_path(text: str) -> str:
+    """Ruleset.redact as it was before 2026-11-28: the lower-cased copy used only when the text is ASCII."""
+    rules = ruleset()
+    if len(text) < MIN_CHARS:
+        return text
+    lowered = text.lower()
+    if not lowered.isascii():
+        lowered = lowered.translate(_FOLDS)
+    chosen = set(rules.always)
+    for keyword in rules.keywords:
+        if keyword in lowered:
+            chosen |= rules.by_keyword[keyword]
+    ascii_text = text.isascii()
+    for i in sorted(chosen):
+        rule = rules.rules[i]
+        for _ in range(MAX_PASSES):
+            if rule.lowered is not None and ascii_text:
+                found = _replace(text, rule, rule.lowered.finditer(lowered))
+            else:
+                found = rule.pattern.sub(functools.partial(_mask, rule), text)
+            if found == text:
+                break
+            text = found
+            lowered = text.lower()
+    return text
+
+
+def not_ascii() -> dict[str, str]:
+    """Texts in other scripts: a session's facts as the keeper stores them (the longest public trace, whose commands
+    hold a few non-ASCII characters), a Chinese agent's words with a key in them, the traces' non-ASCII outputs."""
+    from memory.forms.facts import learn
+    from proxy.json_codec import dumps
+
+    texts = {"a Chinese agent's words (4,500 characters)": "运行测试后发现 token 校验失败，api_key = sk-test 的配置需要修改。" * 100}
+    paths = [p for p in trace_paths() if "django__django-11910" in p.name]
+    if paths:
+        messages = json.loads(paths[0].read_text(encoding="utf-8"))["messages"]
+        texts["a session's facts, the longest trace (3.6 KB)"] = dumps(learn({}, messages, "done")).decode()
+    texts["the traces' tool outputs not in ASCII"] = "\n".join(t for t in outputs() if not t.isascii())
+    return texts
+
+
 def outputs() -> list[str]:
     texts = []
     for path in trace_paths():
@@ -161,7 +206,14 @@ def main() -> None:
     print(
         f"| one access event through the log processor (before: bearer and sk- only), µs | {event_old * 1e6:.1f} | {event_new * 1e6:.1f} | {event_new / event_old:.1f}× |"
     )
-    print(f"\nmedian output: {statistics.median(len(t) for t in texts)} characters")
+    print(f"\nmedian output: {statistics.median(len(t) for t in texts)} characters\n")
+    print("| a text not in ASCII | fast path for ASCII only, ms | for any script, ms | ratio |")
+    print("|---|---:|---:|---:|")
+    for name, text in not_ascii().items():
+        assert ascii_only_fast_path(text) == redact(text)
+        before = best_of(args.rounds * 4, lambda t=text: ascii_only_fast_path(t))
+        after = best_of(args.rounds * 4, lambda t=text: ruleset().redact(t))
+        print(f"| {name} | {before * 1000:.3f} | {after * 1000:.3f} | {after / before:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -113,3 +113,44 @@ def test_short_texts_are_remembered_and_still_redacted_every_time() -> None:
 )
 def test_cli_and_quoted_rules_leave_ordinary_text(text: str) -> None:
     assert redact(text) == text
+
+
+def test_a_lowered_copy_matches_as_case_folding_does_for_every_code_point() -> None:
+    """The fast path's premise, for every character that lowers to one: an ASCII character of a regex written for
+    lower-cased text (no capitals) matches it under IGNORECASE exactly when its lowered, folded copy is that
+    character (and a class of ASCII letters likewise)."""
+    from redaction.redact import _lowered
+
+    letters, anything = re.compile("[a-z]", re.IGNORECASE), re.compile("[\\x00-\\x7f]", re.IGNORECASE)
+    checked = 0
+    for point in range(0x110000):
+        if 0xD800 <= point <= 0xDFFF:
+            continue
+        char = chr(point)
+        folded, aligned = _lowered(char)
+        if not aligned:
+            continue
+        checked += 1
+        assert (letters.fullmatch(char) is not None) == ("a" <= folded <= "z"), hex(point)
+        if anything.fullmatch(char) is not None or folded.isascii():
+            lower = (c for c in map(chr, range(128)) if not "A" <= c <= "Z")
+            matched = {c for c in lower if re.fullmatch(re.escape(c), char, re.IGNORECASE)}
+            assert matched == {folded}, hex(point)
+    assert checked > 1_000_000
+
+
+@given(st.text(alphabet=st.sampled_from(list("pwdPWD=:'\" _-aKıſİΣσς中文é🙂0123456789")), min_size=8, max_size=80))
+def test_texts_in_any_script_are_redacted_as_by_case_folding(text: str) -> None:
+    expected = text
+    for rule in ruleset().rules:  # every rule with IGNORECASE (the slow path), to its fixed point
+        for _ in range(MAX_PASSES):
+            expected, before = rule.pattern.sub(lambda m, r=rule: _mask(r, m), expected), expected
+            if expected == before:
+                break
+    assert redact(text) == expected
+
+
+def test_a_secret_beside_text_in_another_script_is_redacted() -> None:
+    for around in ("中文说明 ", "Σύνδεση ", "→ ✓ ", "Straße ", "İstanbul "):
+        out = redact(f'{around}db_password = "correct horse battery staple" {around}')
+        assert "horse" not in out and "battery" not in out and out.startswith(around.strip()), out
