@@ -5,7 +5,6 @@ whose lower-cased copy keeps its positions (now)."""
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import re
 import statistics
@@ -16,9 +15,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import redaction.redact
 from bench.traces import trace_paths
 from proxy.http.log import REDACTED, Redactor, is_secret_field
-from redaction.redact import _FOLDS, MAX_PASSES, MIN_CHARS, _mask, _replace, redact, ruleset
+from redaction.redact import redact, ruleset
 
 # strategies/placeholder.py's redact_secrets before this change (it redacted refs only), for comparison.
 _SECRETS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -123,30 +123,14 @@ class OldRedactor(Redactor):
 
 
 def ascii_only_fast_path(text: str) -> str:
-    """Ruleset.redact as it was before 2026-11-28: the lower-cased copy used only when the text is ASCII."""
-    rules = ruleset()
-    if len(text) < MIN_CHARS:
-        return text
-    lowered = text.lower()
-    if not lowered.isascii():
-        lowered = lowered.translate(_FOLDS)
-    chosen = set(rules.always)
-    for keyword in rules.keywords:
-        if keyword in lowered:
-            chosen |= rules.by_keyword[keyword]
-    ascii_text = text.isascii()
-    for i in sorted(chosen):
-        rule = rules.rules[i]
-        for _ in range(MAX_PASSES):
-            if rule.lowered is not None and ascii_text:
-                found = _replace(text, rule, rule.lowered.finditer(lowered))
-            else:
-                found = rule.pattern.sub(functools.partial(_mask, rule), text)
-            if found == text:
-                break
-            text = found
-            lowered = text.lower()
-    return text
+    """Ruleset.redact as it was before 2026-11-28: the lower-cased copy used only when the text is ASCII (the one
+    difference: whether the copy counts as aligned)."""
+    lowered = redaction.redact._lowered
+    redaction.redact._lowered = lambda t: (lowered(t)[0], t.isascii())  # type: ignore[assignment]
+    try:
+        return ruleset().redact(text)
+    finally:
+        redaction.redact._lowered = lowered
 
 
 def not_ascii() -> dict[str, str]:
