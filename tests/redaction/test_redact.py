@@ -118,10 +118,12 @@ def test_cli_and_quoted_rules_leave_ordinary_text(text: str) -> None:
 def test_a_lowered_copy_matches_as_case_folding_does_for_every_code_point() -> None:
     """The fast path's premise, for every character that lowers to one: an ASCII character of a regex written for
     lower-cased text (no capitals) matches it under IGNORECASE exactly when its lowered, folded copy is that
-    character (and a class of ASCII letters likewise)."""
+    character (and a class of ASCII letters likewise); and it is a word character, a space or a digit (so at a word
+    boundary) exactly when the copy is."""
     from redaction.redact import _lowered
 
     letters, anything = re.compile("[a-z]", re.IGNORECASE), re.compile("[\\x00-\\x7f]", re.IGNORECASE)
+    kinds = (re.compile(r"\w"), re.compile(r"\s"), re.compile(r"\d"))
     checked = 0
     for point in range(0x110000):
         if 0xD800 <= point <= 0xDFFF:
@@ -132,6 +134,7 @@ def test_a_lowered_copy_matches_as_case_folding_does_for_every_code_point() -> N
             continue
         checked += 1
         assert (letters.fullmatch(char) is not None) == ("a" <= folded <= "z"), hex(point)
+        assert all((kind.fullmatch(char) is None) == (kind.fullmatch(folded) is None) for kind in kinds), hex(point)
         if anything.fullmatch(char) is not None or folded.isascii():
             lower = (c for c in map(chr, range(128)) if not "A" <= c <= "Z")
             matched = {c for c in lower if re.fullmatch(re.escape(c), char, re.IGNORECASE)}
