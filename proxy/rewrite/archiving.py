@@ -198,6 +198,20 @@ class ArchiveStep:
         # whether its summary was made ahead of need: audit only, timing-dependent
         return Archiving(done.messages, outcome, done, bool(prepared and prepared[0]), decisions={ARCHIVES: kept})
 
+    def requests_left(self, ctx: RequestContext, restarted: Restarted, raw_tokens: int) -> float | None:
+        """About how many requests this session makes before its next archive is expected (``raw_tokens``: the request
+        as the restart left it, before pruning); None when archiving is off or the session does not grow. Pruning
+        credits a saving over these only: the archive replaces what it pruned and restarts the cached prefix anyway."""
+        m, mem = ctx.measurement, ctx.longctx
+        if m is None or mem is None or not self.options.enabled:
+            return None
+        view = restarted.restart
+        tokens = m.calibrated(raw_tokens)
+        growth, restart, regrew = self._cycle(m, mem.messages, tokens, view.archive if view is not None else None)
+        if growth <= 0:
+            return None
+        return max(0.0, (self._archive_point(growth, restart, regrew, m.budget.usable) - tokens) / growth)
+
     def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
         """(tokens the session grows by per request, what its next archive would restart at, the tokens it must
         have regrown to): since the archive in force, else since its task."""

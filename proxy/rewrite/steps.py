@@ -35,8 +35,10 @@ class PruneStep:
 
     name = "prune"
 
-    def __init__(self, pruner: Pruner) -> None:
+    def __init__(self, pruner: Pruner, archive: ArchiveStep | None = None) -> None:
         self.pruner = pruner
+        self.archive = archive
+        """The archive step, to know how soon the session's next archive is expected (None: never)."""
         self.forget_idle = pruner.forget_idle
         """What the app calls to forget what no session used for ``sessions.idle_s`` (proxy/know/measure.py)."""
 
@@ -57,6 +59,7 @@ class PruneStep:
         # session restarted (what is pruned now goes with the next archive), so its age counts from there
         seen = m.session.requests - int(view.archive.get("request", 0)) if view is not None else m.session.requests
         raw += plan.planned if plan is not None else 0  # what the layout adds counts toward the window
+        left = self.archive.requests_left(ctx, restarted, raw) if self.archive is not None else None
         return self.pruner.rewrite(
             messages,
             links,
@@ -72,6 +75,7 @@ class PruneStep:
             scale=m.scale,
             forced=forced,
             recall_tool=ctx.recall_tool,
+            requests_left=left,
         )
 
 
@@ -109,8 +113,8 @@ class Rewrite:
         self.note = NoteStep()
         self.restart = RestartStep()
         self.plan, self.layout = layout_steps(config.layout, config)
-        self.prune = PruneStep(Pruner(config.pruning, config.tiers))
         self.archive = ArchiveStep(config.archive, config.tiers, config.pruning.cache_read_ratio)
+        self.prune = PruneStep(Pruner(config.pruning, config.tiers), self.archive)
         self.recall = RecallStep(config.retrieval)
         self.snapshot = SnapshotStep(config.layout)
         self.fit = FitStep(config.window, config.tiers, config.pruning.enabled, config.archive.enabled)
