@@ -60,7 +60,8 @@ class PruningOptions:
     session is expected to last about as long again; 0.75 hedges that guess, and with it no public
     trace costs more than sending everything (1.0 made the two shortest cost 1.08× and 1.10×)."""
     horizon_max: int = 40
-    """Most future requests a saving is credited for; 40 gave the lowest cost with caching on the public traces."""
+    """Most future requests a saving is credited for; 40 gave the lowest cost with caching on the public traces. Never
+    past the session's next expected archive (and a few requests' slack): the archive replaces what was pruned."""
     reports_kept: int = 100
     """DCP reports kept per session for /ruyi/v1/sessions/<id>/report."""
     protection: Protection.Options = field(default_factory=Protection.Options)
