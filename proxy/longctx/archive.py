@@ -74,8 +74,9 @@ def reason_for(tokens: int, budget: Budget, tiers: TierOptions, current: Mapping
 
 def regrown(tokens: int, current: Mapping[str, Any] | None) -> bool:
     """Whether the session grew enough since the archive in force for another one at the archive tier (no compaction
-    loop): ``tier_at``, the wait measured against the room the archive made (``next_at``, a third of the window, is
-    when an early, economic archive may come; records made before ``tier_at`` existed use it for both)."""
+    loop): ``tier_at``, the wait measured against the room the archive made (``next_at``, the restart doubled, at most
+    ``regrow`` of the window past it, is when an early, economic archive may come; records made before ``tier_at``
+    existed use it for both)."""
     return current is None or tokens >= int(current.get("tier_at", current.get("next_at")) or 0)
 
 
@@ -148,7 +149,7 @@ def plan(
     recent = 0 if crowded else options.recent_tokens
     seen_map = 0 if crowded else options.map_tokens
     block_estimate = options.summary_tokens + recent + seen_map + FRAMING_TOKENS + LINE_TOKENS * options.chunks_listed // 2
-    target = options.target * budget.usable / (ratio or 1.0) - lead
+    target = options.aim(budget.usable) / (ratio or 1.0) - lead
     system_in = sorted(
         {p for p in range(h, len(client)) if client[p].get("role") in SYSTEM_ROLES}
         | set(kept_instructions(client, h, client_tokens, budget.usable / (ratio or 1.0)))
@@ -262,7 +263,7 @@ def archive(
         "block_tokens": block_tokens,
         "tokens_before": round(raw_total * ratio),
         "tokens_after": tokens_after,
-        "next_at": tokens_after + round(options.regrow * budget.window),
+        "next_at": tokens_after + min(round(options.regrow * budget.window), tokens_after),
         "tier_at": tier_point(options, budget, tiers, tokens_after),
         "reason": reason,
         "turns": turns,

@@ -30,12 +30,19 @@ class ArchiveOptions:
     enabled: bool = True
     """false: never archive (requests over the window go as pruning left them)."""
     target: float = 0.25
-    """An archive brings the request to about this share of (window − reserve): system messages, the task and
-    the summary first, then the newest turns that fit (at least the newest one, whole). Aim low: archives stay rare."""
+    """An archive brings the request to about this share of (window − reserve), at most ``target_max_tokens``: system
+    messages, the task and the summary first, then the newest turns that fit (at least the newest one, whole). Aim
+    low: archives stay rare."""
+    target_max_tokens: int | None = 4096
+    """The most tokens an archive aims to restart at, whatever the window: what the agent's next steps need after an
+    archive (the task, the block, the newest turns) does not grow with the window, while every request until the next
+    archive reads the restart again from the cache. A restart whose task, block and newest turns hold more is that
+    size; the early archive's point is computed from it. null: ``target`` of the window only."""
     regrow: float = 0.34
     """After an archive, the next one at the archive tier waits until the session has grown again by this share
     of the window, so a session hovering near the red line is not archived over and over (a request that would
-    not fit at all is archived at once)."""
+    not fit at all is archived at once); an early archive waits for the session to regrow by what the last one
+    restarted at, at most this share of the window."""
     newest_turns: int = 4
     """The newest turns an archive keeps verbatim whenever they fit below the compact tier (the model's working memory)."""
     summary_tokens: int = 300
@@ -71,7 +78,7 @@ class ArchiveOptions:
     archive would restart it at by sqrt(2 × restart × growth per request ÷ cache_read_ratio), each later request
     costs more in cached prefix than the archive's cache miss saves, over the requests to come (never below
     ``early_from``, never before the session regrew)."""
-    early_from: float = 0.6
+    early_from: float = 0.3
     """The least share of (window − reserve) at which an archive may come early."""
     block: BlockPlace = "after_task"
     """Where the archive block goes. ``after_task``: right after the head (the system messages, the agent's preambles,
@@ -81,6 +88,11 @@ class ArchiveOptions:
     the layout's stable part, rebuilt at an archive, follows it there. ``system``: appended to the head's last system
     message, as before (every archive then changes the system prompt, and the whole request misses the cache)."""
 
+    def aim(self, usable: float) -> float:
+        """Tokens an archive aims to restart at, in a window of ``usable`` tokens (window − reserve)."""
+        share = self.target * usable
+        return share if self.target_max_tokens is None else min(share, float(self.target_max_tokens))
+
     def check(self) -> None:
         if self.block not in PLACES:
             raise ValueError(f"block must be one of {', '.join(PLACES)}, got {self.block!r}")
@@ -88,6 +100,8 @@ class ArchiveOptions:
             raise ValueError(f"early_from must be a share of the window in [0.05, 1], got {self.early_from}")
         if not 0.05 <= self.target <= 0.9:
             raise ValueError(f"target must be a share of the window in [0.05, 0.9], got {self.target}")
+        if self.target_max_tokens is not None and self.target_max_tokens < 256:
+            raise ValueError(f"target_max_tokens must be at least 256 or null, got {self.target_max_tokens}")
         if not 0.0 <= self.regrow <= 1.0:
             raise ValueError(f"regrow must be in [0, 1], got {self.regrow}")
         if min(self.summary_tokens, self.chunk_tokens, self.chunk_source_tokens) < 50:

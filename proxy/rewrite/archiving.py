@@ -219,9 +219,9 @@ class ArchiveStep:
         if current is not None:
             after = int(current.get("tokens_after", 0))
             growth = (tokens - after) / max(1, m.session.requests - int(current.get("request", 0)))
-            return growth, max(self.options.target * usable, after), int(current.get("next_at") or 0)
+            return growth, max(self.options.aim(usable), after), int(current.get("next_at") or 0)
         growth = (tokens - m.calibrated(sum(m.message_tokens[: head_size(client)]))) / max(1, m.session.requests)
-        return growth, self.options.target * usable, 0
+        return growth, self.options.aim(usable), 0
 
     def _archive_point(self, growth: float, restart: float, regrew: int, usable: int) -> float:
         """The tokens at which this session's next archive is expected: the red line, or earlier where restarting

@@ -189,3 +189,11 @@ def test_a_size_limit_postgres_would_not_keep_is_refused(tmp_path: Path) -> None
         load_config(f, {})
     f.write_text("store:\n  max_bytes: 1000000\n")
     assert load_config(f, {}).store.max_bytes == 1_000_000
+
+
+def test_an_archive_aims_at_a_share_of_the_window_at_most_target_max_tokens() -> None:
+    archive = load_config(None, {}).archive
+    assert (archive.aim(13_600), archive.aim(54_400)) == (3_400, 4_096)  # 16k: the quarter; 64k: the cap
+    assert load_config(None, {"RUYI_ARCHIVE__TARGET_MAX_TOKENS": "null"}).archive.aim(54_400) == 13_600
+    with pytest.raises(ConfigError, match="target_max_tokens must be at least 256"):
+        load_config(None, {"RUYI_ARCHIVE__TARGET_MAX_TOKENS": "100"})

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -69,7 +70,8 @@ def test_an_archive_comes_early_where_prefix_caching_makes_it_pay_and_finds_its_
     assert all(r["reason"] == "economic" and r["tokens_before"] < 0.95 * usable for _, r, _, usable in early)
     assert all(prepared for _, _, prepared, _ in early)  # planned at an earlier request, its summary made ahead
     assert all(r["reason"] != "economic" for _, r, _, _ in late)
-    assert all(b["tokens_before"] - a["tokens_after"] >= window // 3 for (_, a, _, _), (_, b, _, _) in zip(early, early[1:]))  # no loop
+    # no loop: the next early archive waits for the session to regrow by what the last restarted at (at most a third of the window)
+    assert all(b["tokens_before"] - a["tokens_after"] >= min(a["tokens_after"], window // 3) for (_, a, _, _), (_, b, _, _) in zip(early, early[1:]))
     assert early_totals.cost_ratio < late_totals.cost_ratio
     assert early_totals.needles_kept == late_totals.needles_kept == 1.0 and early_totals.orphans == 0
 
@@ -89,3 +91,29 @@ async def test_the_llm_summarizer_is_asked_again_only_once_enough_is_new(upstrea
 
     each, gated, once = await asyncio.to_thread(calls, 0), await asyncio.to_thread(calls, 2000), await asyncio.to_thread(calls, 10**9)
     assert each > gated > once >= 1, (each, gated, once)
+
+
+@pytest.mark.timeout(120)
+def test_an_archive_restarts_small_whatever_the_window_and_the_next_waits_for_the_session_to_regrow_by_its_restart() -> None:
+    """``archive.target_max_tokens``: at 64k an archive aims at 4,096 tokens, not a quarter of the window (13,600), so it
+    restarts at its task, block and newest turns; the next early archive then waits for the session to regrow by what
+    it restarted at, not by a third of the window. Cheaper, with every needle kept."""
+    window = 64000
+
+    def run(env: dict[str, str]) -> tuple[list[dict[str, Any]], Any]:
+        ruyi, records = OfflineRuyi(load_config(None, env), "gpt-4o", window), []
+        for turns in range(1, 130):
+            ruyi(session(turns), None)
+            mem = ruyi.contexts[0].longctx
+            if mem is not None and mem.archived is not None:
+                records.append(dict(mem.archived.record))
+        totals = replay(session(129), None, OfflineRuyi(load_config(None, env), "gpt-4o", window), window, Cl100kCounter(), Prices()).totals
+        return records, totals
+
+    (capped, capped_totals), (share, share_totals) = run({}), run({"RUYI_ARCHIVE__TARGET_MAX_TOKENS": "null"})
+    assert capped and share and all(r["reason"] == "economic" for r in capped + share)
+    assert max(r["tokens_after"] for r in capped) < 0.65 * min(r["tokens_after"] for r in share)
+    assert capped[0]["tokens_before"] < share[0]["tokens_before"] and len(capped) > len(share)
+    assert all(a["tokens_after"] <= b["tokens_before"] - a["tokens_after"] < round(0.34 * window) for a, b in zip(capped, capped[1:]))
+    assert capped_totals.cost_ratio < share_totals.cost_ratio
+    assert capped_totals.needles_kept == share_totals.needles_kept == 1.0 and capped_totals.orphans == share_totals.orphans == 0
