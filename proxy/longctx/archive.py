@@ -80,15 +80,18 @@ def regrown(tokens: int, current: Mapping[str, Any] | None) -> bool:
     return current is None or tokens >= int(current.get("tier_at", current.get("next_at")) or 0)
 
 
-def early_point(restart: float, growth: float, cache_read_ratio: float) -> float:
+def early_point(restart: float, growth: float, cache_read_ratio: float, kept: float = 0.0) -> float:
     """Where archiving down to ``restart`` starts to pay, given prefix caching (inf when the session does not grow).
 
-    A session that restarts at R and archives again at A pays, per request, about g + R·g/(A − R) (its new tokens,
+    A session that restarts at R and archives again at A pays, per request, about g + M·g/(A − R) (its new tokens,
     and the archive's cache miss spread over the (A − R)/g requests of a cycle) + c·(R + A)/2 (its cached prefix,
-    at c of the price): lowest at A = R + sqrt(2·R·g/c). Past that point waiting costs more than archiving."""
+    at c of the price): lowest at A = R + sqrt(2·M·g/c). M, what an archive sends uncached, is the restart less
+    ``kept``, the head that stays byte for byte before the block (the system prompt and the task, with the block
+    after the task). Past that point waiting costs more than archiving."""
     if growth <= 0:
         return math.inf
-    return restart + math.sqrt(2 * restart * growth / max(cache_read_ratio, 1e-6))
+    missed = max(1.0, restart - kept)
+    return restart + math.sqrt(2 * missed * growth / max(cache_read_ratio, 1e-6))
 
 
 @dataclass(frozen=True)
@@ -310,9 +313,9 @@ SUMMARY_MIN = 100
 
 RECENT_SHARE = 0.1
 RECENT_FLOOR = 6000
-SMALL_SHARE = 0.055
+SMALL_SHARE = 0.065
 """The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
-RECENT_FLOOR tokens, and at least SMALL_SHARE of it (760 at 16k, from 32k up ``archive.recent_tokens``); below 16k
+RECENT_FLOOR tokens, and at least SMALL_SHARE of it (880 at 16k, from 32k up ``archive.recent_tokens``); below 16k
 more (``small_share``). Chosen by what they name per character, a few hundred tokens of them at 8k keep more of
 what the next step uses than the one more verbatim turn they take the room of (BENCHMARKS.md, "sixth pass": 8k
 70.1 → 83.6 % with the map's as much; none there before, when they were the newest lines)."""

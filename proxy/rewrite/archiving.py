@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from proxy.context import RequestContext
 from proxy.know.options import TierOptions
@@ -41,6 +41,19 @@ def pruned_tokens(tokens: Sequence[int], links: Sequence[str], *decided: Mapping
                 if isinstance(d, Mapping):
                     out[i] -= int(d.get("tokens_saved", 0))
     return [max(0, n) for n in out]
+
+
+class Cycle(NamedTuple):
+    """A session between archives, as the early archive's point needs it."""
+
+    growth: float
+    """Tokens the session grows by per request."""
+    restart: float
+    """What its next archive would restart at."""
+    regrew: int
+    """The tokens it must have regrown to before an early archive."""
+    kept: float
+    """The head an archive leaves cached (system prompt and task, before the block)."""
 
 
 class RestartStep:
@@ -110,17 +123,16 @@ class ArchiveStep:
         number = 1 + max((int(a.get("number", 0)) for a in archives), default=0)
         service, client = mem.service, mem.messages
         base = current.get("spans", ()) if current is not None else ()
-        growth, restart, regrew = self._cycle(m, client, tokens, current)
-        at = self._archive_point(growth, restart, regrew, m.budget.usable)
+        cycle = self._cycle(m, client, tokens, current)
+        at = self._archive_point(cycle, m.budget.usable)
         usable = m.budget.usable
         if reason is None:
             if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
                 return Archiving(messages, outcome)  # nothing to plan yet
-            lead = self._lead(at, tokens, usable, ratio)
-            p = None
-            if self.options.early and tokens >= at:  # due, unless what it would restart at is more than expected
-                p = plan(
-                    options,
+
+            def planned(opts: ArchiveOptions, lead: float) -> Any:
+                return plan(
+                    opts,
                     m.budget,
                     client,
                     m.message_tokens,
@@ -134,25 +146,16 @@ class ArchiveStep:
                     lead,
                     self.tiers.compact,
                 )
-            pays = p is not None and tokens >= self._archive_point(growth, max(restart, p.estimate * ratio), regrew, usable)
-            if p is not None and pays and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
+
+            first = planned(options, self._lead(at, tokens, usable, ratio)) if self.options.early else None
+            if first is not None:  # the point from what this archive would really restart at: the same at every request
+                at = self._archive_point(cycle, usable, max(cycle.restart, first.estimate * ratio))  # of the cycle, so
+            lead = self._lead(at, tokens, usable, ratio)  # the turns a plan made ahead keeps are those kept when it comes
+            p = planned(options, lead) if self.options.early and tokens >= at else None
+            if p is not None and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find
-                ahead = plan(
-                    ahead_options,
-                    m.budget,
-                    client,
-                    m.message_tokens,
-                    messages,
-                    positions,
-                    per,
-                    raw_total,
-                    ratio,
-                    current,
-                    self.tiers.prune,
-                    lead,
-                    self.tiers.compact,
-                )
+                ahead = planned(ahead_options, lead)
                 if ahead is not None and not service.is_prepared(s.agent_id, s.session_id, m.links, ahead.head, ahead.end, base):
                     return Archiving(messages, outcome, prepare_until=ahead.end, prepare_number=number)
                 return Archiving(messages, outcome)
@@ -207,29 +210,30 @@ class ArchiveStep:
             return None
         view = restarted.restart
         tokens = m.calibrated(raw_tokens)
-        growth, restart, regrew = self._cycle(m, mem.messages, tokens, view.archive if view is not None else None)
-        if growth <= 0:
+        cycle = self._cycle(m, mem.messages, tokens, view.archive if view is not None else None)
+        if cycle.growth <= 0:
             return None
-        return max(0.0, (self._archive_point(growth, restart, regrew, m.budget.usable) - tokens) / growth)
+        return max(0.0, (self._archive_point(cycle, m.budget.usable) - tokens) / cycle.growth)
 
-    def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> tuple[float, float, int]:
-        """(tokens the session grows by per request, what its next archive would restart at, the tokens it must
-        have regrown to): since the archive in force, else since its task."""
+    def _cycle(self, m: Any, client: Messages, tokens: int, current: Mapping[str, Any] | None) -> Cycle:
+        """The session's cycle: since the archive in force, else since its task."""
         usable = m.budget.usable
+        head = m.calibrated(sum(m.message_tokens[: head_size(client)]))
+        kept = head if self.options.block == "after_task" else 0  # appended to the system prompt, the block misses it all
         if current is not None:
             after = int(current.get("tokens_after", 0))
             growth = (tokens - after) / max(1, m.session.requests - int(current.get("request", 0)))
-            return growth, max(self.options.aim(usable), after), int(current.get("next_at") or 0)
-        growth = (tokens - m.calibrated(sum(m.message_tokens[: head_size(client)]))) / max(1, m.session.requests)
-        return growth, self.options.aim(usable), 0
+            return Cycle(growth, max(self.options.aim(usable), after), int(current.get("next_at") or 0), kept)
+        return Cycle((tokens - head) / max(1, m.session.requests), self.options.aim(usable), 0, kept)
 
-    def _archive_point(self, growth: float, restart: float, regrew: int, usable: int) -> float:
+    def _archive_point(self, cycle: Cycle, usable: int, restart: float | None = None) -> float:
         """The tokens at which this session's next archive is expected: the red line, or earlier where restarting
-        at ``restart`` pays (``archive.early``), never before the session regrew."""
+        at ``restart`` (the cycle's, unless given) pays (``archive.early``), never before the session regrew."""
         red = self.tiers.archive * usable
         if not self.options.early:
             return red
-        return max(self.options.early_from * usable, regrew, min(red, early_point(restart, growth, self.cache_read_ratio)))
+        at = early_point(cycle.restart if restart is None else restart, cycle.growth, self.cache_read_ratio, cycle.kept)
+        return max(self.options.early_from * usable, cycle.regrew, min(red, at))
 
     @staticmethod
     def _lead(at: float, tokens: int, usable: int, ratio: float) -> float:
