@@ -315,7 +315,7 @@ RECENT_SHARE = 0.1
 RECENT_FLOOR = 6000
 SMALL_SHARE = 0.065
 """The agent's own archived messages the block keeps verbatim take RECENT_SHARE of the usable window past its first
-RECENT_FLOOR tokens, and at least SMALL_SHARE of it (880 at 16k, from 32k up ``archive.recent_tokens``); below 16k
+RECENT_FLOOR tokens, and at least SMALL_SHARE of it (about 880 at 16k, from 32k up ``archive.recent_tokens``); below 16k
 more (``small_share``). Chosen by what they name per character, a few hundred tokens of them at 8k keep more of
 what the next step uses than the one more verbatim turn they take the room of (BENCHMARKS.md, "sixth pass": 8k
 70.1 → 83.6 % with the map's as much; none there before, when they were the newest lines)."""

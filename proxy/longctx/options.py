@@ -63,7 +63,7 @@ class ArchiveOptions:
     they held (classes, functions, ``Class.method``, module-level names, imports) with their line numbers and the
     names each shown body used, one line per file, the files the agent looked at and named most first, a name listed
     only where the request names it nowhere else. Counted in what the archive restarts at, like ``recent_tokens``;
-    scaled down below 32k (about 760 at 16k, 420 at 8k). 0: none."""
+    scaled down below 32k (about 880 at 16k, 420 at 8k). 0: none."""
     chunk_tokens: int = 800
     """Budget of one S2 chunk's summary (seed 002's s2TargetTokens)."""
     chunk_source_tokens: int = 6000
@@ -75,9 +75,9 @@ class ArchiveOptions:
     """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
     early: bool = True
     """Archive before the red line once it pays, given prefix caching: when the request has grown past what an
-    archive would restart it at by sqrt(2 × restart × growth per request ÷ cache_read_ratio), each later request
-    costs more in cached prefix than the archive's cache miss saves, over the requests to come (never below
-    ``early_from``, never before the session regrew)."""
+    archive would restart it at by sqrt(2 × (restart − the head it leaves cached) × growth per request ÷
+    cache_read_ratio), each later request costs more in cached prefix than the archive's cache miss saves, over the
+    requests to come (never below ``early_from``, never before the session regrew)."""
     early_from: float = 0.3
     """The least share of (window − reserve) at which an archive may come early."""
     block: BlockPlace = "after_task"

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from proxy.context import RequestContext
 from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
-from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, archive, early_point, plan, reason_for, sized_for, with_record, worth
+from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, Plan, archive, early_point, plan, reason_for, sized_for, with_record, worth
 from proxy.longctx.chunks import chunk_id
 from proxy.longctx.local_recall import recall_from_request
 from proxy.longctx.options import ArchiveOptions, RetrievalOptions
@@ -130,7 +130,7 @@ class ArchiveStep:
             if tokens < min(self.tiers.prepare_summary * usable, at - PLAN_AHEAD * usable):
                 return Archiving(messages, outcome)  # nothing to plan yet
 
-            def planned(opts: ArchiveOptions, lead: float) -> Any:
+            def planned(opts: ArchiveOptions, lead: float) -> Plan | None:
                 return plan(
                     opts,
                     m.budget,
@@ -147,10 +147,12 @@ class ArchiveStep:
                     self.tiers.compact,
                 )
 
+            # the point from what this archive would really restart at, not only what it aims at: the same point at
+            # every request of the cycle, so the turns a plan made ahead keeps are those kept when the archive comes
             first = planned(options, self._lead(at, tokens, usable, ratio)) if self.options.early else None
-            if first is not None:  # the point from what this archive would really restart at: the same at every request
-                at = self._archive_point(cycle, usable, max(cycle.restart, first.estimate * ratio))  # of the cycle, so
-            lead = self._lead(at, tokens, usable, ratio)  # the turns a plan made ahead keeps are those kept when it comes
+            if first is not None:
+                at = self._archive_point(cycle, usable, max(cycle.restart, first.estimate * ratio))
+            lead = self._lead(at, tokens, usable, ratio)
             p = planned(options, lead) if self.options.early and tokens >= at else None
             if p is not None and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
@@ -203,7 +205,8 @@ class ArchiveStep:
 
     def requests_left(self, ctx: RequestContext, restarted: Restarted, raw_tokens: int) -> float | None:
         """About how many requests this session makes before its next archive is expected (``raw_tokens``: the request
-        as the restart left it, before pruning); None when archiving is off or the session does not grow. Pruning
+        as the restart left it, before pruning), from the restart it aims at (one that comes out bigger archives a
+        little later); None when archiving is off or the session does not grow. Pruning
         credits a saving over these only: the archive replaces what it pruned and restarts the cached prefix anyway."""
         m, mem = ctx.measurement, ctx.longctx
         if m is None or mem is None or not self.options.enabled:

@@ -26,7 +26,7 @@ def test_at_8k_the_agents_lines_and_the_map_take_more() -> None:
 
 def test_from_16k_up_nothing_changes() -> None:
     at_16k = sized_for(ArchiveOptions(), USABLE_16K)
-    assert (at_16k.summary_tokens, at_16k.recent_tokens, at_16k.map_tokens) == (300, 760, 760)
+    assert (at_16k.summary_tokens, at_16k.recent_tokens, at_16k.map_tokens) == (300, 884, 884)
     assert sized_for(ArchiveOptions(), 30_000) == sized_for(ArchiveOptions(), 30_000) and not small_window(USABLE_16K)
 
 
