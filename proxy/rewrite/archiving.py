@@ -206,8 +206,8 @@ class ArchiveStep:
     def requests_left(self, ctx: RequestContext, restarted: Restarted, raw_tokens: int) -> float | None:
         """About how many requests this session makes before its next archive is expected (``raw_tokens``: the request
         as the restart left it, before pruning), from the restart it aims at (one that comes out bigger archives a
-        little later); None when archiving is off or the session does not grow. Pruning
-        credits a saving over these only: the archive replaces what it pruned and restarts the cached prefix anyway."""
+        little later); None when archiving is off or the session does not grow. Pruning credits a saving over these
+        only: the archive replaces what it pruned and restarts the cached prefix anyway."""
         m, mem = ctx.measurement, ctx.longctx
         if m is None or mem is None or not self.options.enabled:
             return None
