@@ -324,7 +324,7 @@ SMALL_RECENT_SHARE = 0.13
 SMALL_MAP_SHARE = 0.07
 """At a usable window of RECENT_FLOOR tokens or less (8k) the agent's lines take at least SMALL_RECENT_SHARE of it
 (about 780 tokens at 8k) and the map SMALL_MAP_SHARE (about 420), tapering to SMALL_SHARE at twice RECENT_FLOOR
-(16k's 13,600 are past it: unchanged there); the block lists its chunks by id only there (``small_window``). At 8k
+(16k's 13,600 are past it: unchanged there); the block lists its chunks by id only up to 16k (``small_window``). At 8k
 the chunk list's descriptions (~250 tokens) kept less of what the next step used than as many of the agent's lines
 (BENCHMARKS.md, "seventh pass": 8k 83.6 → 90.4 %, cost 0.50× either way, needles 91.3 → 89.5 %)."""
 
@@ -344,10 +344,11 @@ def small_share(usable: float, most: float) -> float:
 
 
 def small_window(usable: float | None) -> bool:
-    """Whether a usable window is small enough (under twice RECENT_FLOOR tokens: 8k, 12k) that the block lists its
-    chunks by id and messages only (``archive_block``'s ``ids_only``): the room goes to the agent's lines and the map,
-    and a chunk is still recalled by its id, by a file it names, with the recall tool, or searched."""
-    return usable is not None and usable < 2 * RECENT_FLOOR
+    """Whether a usable window is small enough (under three times RECENT_FLOOR tokens: 8k, 16k) that the block lists
+    its chunks by id and messages only (``archive_block``'s ``ids_only``): at 16k what each holds kept nothing the next
+    step used that the request held nowhere else (BENCHMARKS.md, "one miss, not two"), and a chunk is still recalled by
+    its id, by a file it names, with the recall tool, or searched."""
+    return usable is not None and usable < 3 * RECENT_FLOOR
 
 
 def sized_for(options: ArchiveOptions, usable: float) -> ArchiveOptions:

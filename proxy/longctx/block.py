@@ -46,14 +46,13 @@ def archive_block(
     if chinese:
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
-            f"上下文窗口将满，Ruyi（你与模型服务之间的上下文代理）已将本会话较早的部分存档：消息 {first}–{last}（{turns} 轮）由下面的摘要代替。"
-            "上面的系统提示与任务（你第一次回答之前的用户消息）、以及其后最新的几轮均为原文。原文没有丢失，已被保存。",
+            f"Ruyi（模型前的上下文代理）为腾出上下文窗口，已将消息 {first}–{last}（{turns} 轮）存档，由下面的摘要代替。"
+            "系统提示、任务与最新的几轮均为原文；原文已被保存。",
             (
-                f"需要细节时：在下一条消息里提到分块编号（如 {RECALL_PREFIX}{shown[-1].chunk_id}）或其中的文件名，Ruyi 会把该分块的摘要附上；"
+                f"需要细节时：在下一条消息里提到分块编号（如 {RECALL_PREFIX}{shown[-1].chunk_id}）或其中的文件名，Ruyi 会把该分块的摘要附上。"
                 if shown
-                else "需要细节时：在下一条消息里提到被存档部分的文件名，Ruyi 会把提到它的分块的摘要附上；"
-            )
-            + "人可以用 GET /ruyi/v1/sessions/<会话>/archive?q=… 或 `ruyi archive search <会话> 关键词` 检索（会话编号见响应头 X-Ruyi-Session）。",
+                else "需要细节时：在下一条消息里提到被存档部分的文件名，Ruyi 会把提到它的分块的摘要附上。"
+            ),
         ]
         if tool:
             lines.append(f"你也可以直接调用 {tool}：id 填分块编号（{RECALL_PREFIX}c…）或 archive:{number}（本次存档的原始消息），或用 query 检索。")
@@ -63,17 +62,14 @@ def archive_block(
     else:
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
-            f"The context window was nearly full, so Ruyi (the context proxy between you and the model server) archived the earlier part "
-            f"of this conversation: messages {first}–{last} ({turns} turns) are replaced by the summary below. The system prompt and the "
-            "task (the user's messages before your first answer) above are verbatim, and so are the newest turns that follow. Nothing is lost: the originals are kept.",
+            f"Ruyi, the context proxy before the model, archived messages {first}–{last} ({turns} turns) to free the context window: the "
+            "summary below replaces them. The system prompt, the task and the newest turns are verbatim; the originals are kept.",
             (
-                f"To recall details, mention a chunk id (for example {RECALL_PREFIX}{shown[-1].chunk_id}) or a file it names in "
-                "your next message and Ruyi adds that chunk's summary to it"
+                f"To recall details, name a chunk id (like {RECALL_PREFIX}{shown[-1].chunk_id}) or a file it names in your next message: "
+                "Ruyi adds that chunk's summary."
                 if shown
-                else "To recall details, mention a file of the archived part in your next message and Ruyi adds the summary of a chunk naming it"
-            )
-            + "; people can search with GET /ruyi/v1/sessions/SESSION/archive?q=… "
-            "or `ruyi archive search SESSION WORDS` (the session is in the X-Ruyi-Session response header).",
+                else "To recall details, name a file of the archived part in your next message: Ruyi adds the summary of a chunk naming it."
+            ),
         ]
         if tool:
             lines.append(

@@ -69,8 +69,8 @@ class ArchiveOptions:
     chunk_source_tokens: int = 6000
     """An S2 chunk covers about this many tokens of history, in whole turns: the unit that is recalled later."""
     chunks_listed: int = 6
-    """The newest S2 chunks the archive block lists by id (older ones are found by search); below 16k by id and
-    messages only, without what each holds."""
+    """The newest S2 chunks the archive block lists by id (older ones are found by search); up to a 16k window by id
+    and messages only, without what each holds."""
     kept: int = 4
     """A session's newest archives remembered for restarting (a rewound client may still carry an older one)."""
     early: bool = True

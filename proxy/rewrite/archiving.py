@@ -9,7 +9,19 @@ from typing import Any, NamedTuple
 from proxy.context import RequestContext
 from proxy.know.options import TierOptions
 from proxy.know.tiers import tier_for
-from proxy.longctx.archive import LEAD_FLOOR, PLAN_AHEAD, Plan, archive, early_point, plan, reason_for, sized_for, with_record, worth
+from proxy.longctx.archive import (
+    LEAD_FLOOR,
+    PLAN_AHEAD,
+    Plan,
+    archive,
+    early_point,
+    plan,
+    reason_for,
+    sized_for,
+    turn_start,
+    with_record,
+    worth,
+)
 from proxy.longctx.chunks import chunk_id
 from proxy.longctx.local_recall import recall_from_request
 from proxy.longctx.options import ArchiveOptions, RetrievalOptions
@@ -153,7 +165,12 @@ class ArchiveStep:
             if first is not None:
                 at = self._archive_point(cycle, usable, max(cycle.restart, first.estimate * ratio))
             lead = self._lead(at, tokens, usable, ratio)
-            p = planned(options, lead) if self.options.early and tokens >= at else None
+            # a batch at the prune tier misses the cache now, and the archive would come a request or a few later with
+            # its own miss: archived now instead where that keeps the newest turns, the one miss replaces both
+            batched = outcome.report.get("batch") == "applied" and tokens >= cycle.regrew
+            p = planned(options, lead) if self.options.early and (tokens >= at or batched) else None
+            if p is not None and tokens < at and sum(turn_start(messages, k) for k in range(p.kept, len(messages))) < options.newest_turns:
+                p = None
             if p is not None and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
             else:  # planned for the next request: its summary made in the background, for the archive to find

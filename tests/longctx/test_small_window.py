@@ -24,10 +24,11 @@ def test_at_8k_the_agents_lines_and_the_map_take_more() -> None:
     assert small.chunks_listed == ArchiveOptions().chunks_listed  # still listed, by id only (below)
 
 
-def test_from_16k_up_nothing_changes() -> None:
+def test_at_16k_the_budgets_and_the_chunks_by_id_only() -> None:
     at_16k = sized_for(ArchiveOptions(), USABLE_16K)
     assert (at_16k.summary_tokens, at_16k.recent_tokens, at_16k.map_tokens) == (300, 884, 884)
-    assert sized_for(ArchiveOptions(), 30_000) == sized_for(ArchiveOptions(), 30_000) and not small_window(USABLE_16K)
+    assert sized_for(ArchiveOptions(), 30_000) == sized_for(ArchiveOptions(), 30_000) and small_window(USABLE_16K)
+    assert not small_window(3 * RECENT_FLOOR) and not small_window(27_200)  # 32k lists what each chunk holds
 
 
 def test_the_share_tapers_without_a_step_between_8k_and_16k() -> None:

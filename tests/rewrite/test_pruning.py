@@ -207,7 +207,7 @@ def exploration(turns: int) -> list[dict[str, Any]]:
 
 
 async def test_a_batch_without_enough_redundancy_clears_the_oldest_outputs_only(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
-    proxy = await make_proxy(window=WINDOW)
+    proxy = await make_proxy(window=WINDOW, archive={"enabled": False})  # pruning alone: with archives the batch's request archives
     for turns in range(1, 30):
         resp = await post(proxy, exploration(turns))
         if fake.last().json["messages"] != exploration(turns):
@@ -226,6 +226,22 @@ async def test_a_batch_without_enough_redundancy_clears_the_oldest_outputs_only(
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base_url(proxy)}/ruyi/v1/sessions/{sid}/report?format=markdown", headers={"X-Ruyi-Agent": "a"}) as r:
             assert "| Discard |" in await r.text()
+
+
+async def test_with_archives_the_request_a_batch_would_prune_archives_instead(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
+    """A batch at the prune tier misses the cache from its first cut, and the archive a request or a few later
+    misses again: the request is archived instead, one miss, with the newest turns and the task verbatim."""
+    proxy = await make_proxy(window=WINDOW)
+    for turns in range(1, 30):
+        resp = await post(proxy, exploration(turns))
+        if fake.last().json["messages"] != exploration(turns):
+            break
+    sent, original = fake.last().json["messages"], exploration(turns)
+    assert int(resp.headers["X-Ruyi-Tokens-Before"]) >= 0.85 * (12000 - 2000)  # it crossed the prune tier first
+    assert "<ruyi-archive" in sent[1]["content"] and sent[1]["content"].startswith(original[1]["content"])  # the task, then the block
+    assert not any("the context was nearly full" in str(m.get("content")) for m in sent)  # nothing pruned
+    assert sent[-8:] == original[-8:] and sent[0] == original[0]
+    assert_paired(sent)
 
 
 async def test_nothing_is_discarded_below_the_prune_tier(make_proxy: MakeProxy, fake: FakeUpstream) -> None:
