@@ -87,11 +87,13 @@ def early_point(restart: float, growth: float, cache_read_ratio: float, kept: fl
     and the archive's cache miss spread over the (A − R)/g requests of a cycle) + c·(R + A)/2 (its cached prefix,
     at c of the price): lowest at A = R + sqrt(2·M·g/c). M, what an archive sends uncached, is the restart less
     ``kept``, the head that stays byte for byte before the block (the system prompt and the task, with the block
-    after the task). Past that point waiting costs more than archiving."""
+    after the task). A session grows a request at a time, so the point is g sooner: the cheapest whole number of
+    requests in a cycle is about half a request fewer, and the archive comes at the first request past the point,
+    on average half a request's growth past it (BENCHMARKS.md, "one miss, not two"). At least one request a cycle."""
     if growth <= 0:
         return math.inf
     missed = max(1.0, restart - kept)
-    return restart + math.sqrt(2 * missed * growth / max(cache_read_ratio, 1e-6))
+    return restart + max(growth, math.sqrt(2 * missed * growth / max(cache_read_ratio, 1e-6)) - growth)
 
 
 @dataclass(frozen=True)

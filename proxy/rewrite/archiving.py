@@ -167,7 +167,8 @@ class ArchiveStep:
             lead = self._lead(at, tokens, usable, ratio)
             # a batch at the prune tier misses the cache now, and the archive would come a request or a few later with
             # its own miss: archived now instead where that keeps the newest turns, the one miss replaces both
-            batched = outcome.report.get("batch") == "applied" and tokens >= cycle.regrew
+            arrived = outcome.report.get("tokens_before")  # the batch's request as it came, before its cut
+            batched = outcome.report.get("batch") == "applied" and isinstance(arrived, int) and arrived >= cycle.regrew
             p = planned(options, lead) if self.options.early and (tokens >= at or batched) else None
             if p is not None and tokens < at and sum(turn_start(messages, k) for k in range(p.kept, len(messages))) < options.newest_turns:
                 p = None

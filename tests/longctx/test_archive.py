@@ -155,14 +155,15 @@ def test_an_early_archive_pays_later_the_cheaper_a_cached_token_and_never_in_a_s
     assert early_point(4000, 0, 0.1) == float("inf")
     cached, uncached = early_point(4000, 300, 0.1), early_point(4000, 300, 1.0)
     assert 4000 < uncached < cached  # without a cache a smaller request is cheaper at once; with one, the prefix is cheap
-    assert round(cached) == 4000 + round((2 * 4000 * 300 / 0.1) ** 0.5)
+    assert round(cached) == 4000 + round((2 * 4000 * 300 / 0.1) ** 0.5) - 300  # a request's growth sooner: it comes a request at a time
+    assert early_point(4000, 300, 0.1, kept=3999) == 4300  # at least one request a cycle
 
 
 def test_an_early_archive_comes_sooner_the_more_of_its_restart_stays_cached() -> None:
     """The miss an archive causes is its restart less the head it leaves cached (system prompt and task, before the
     block): with 1,500 of 4,000 tokens kept, the cycle's miss is 2,500 and the point comes that much sooner."""
     whole, head_kept = early_point(4000, 300, 0.1), early_point(4000, 300, 0.1, kept=1500)
-    assert 4000 < head_kept < whole and round(head_kept) == 4000 + round((2 * 2500 * 300 / 0.1) ** 0.5)
+    assert 4000 < head_kept < whole and round(head_kept) == 4000 + round((2 * 2500 * 300 / 0.1) ** 0.5) - 300
     assert 4000 < early_point(4000, 300, 0.1, kept=4000) < head_kept  # all of it cached: still a cycle of some length
 
 
