@@ -57,8 +57,8 @@ def archive_block(
         if tool:
             lines.append(f"你也可以直接调用 {tool}：id 填分块编号（{RECALL_PREFIX}c…）或 archive:{number}（本次存档的原始消息），或用 query 检索。")
         title, more = "已存档分块（S2）：", f"- 另有 {older} 个更早的分块（可检索）"
-        recent_note = "你自己最近被存档的消息原文（[n] 为消息编号；只留下提到别处没有的名称的行）："
-        code_note = "你在被存档部分看过的代码（每个文件一行：[n] 为最后显示它的消息，L 为行号，括号里是其中用到的名称；只列别处没有的名称）："
+        recent_note = "你最近被存档的消息原文（[n] 为消息编号；只留下提到别处没有的名称的行）："
+        code_note = "你在那里看过的代码（每个文件一行：[n] 为最后显示它的消息，L 为行号，括号里是其中用到的名称）："
     else:
         lines = [
             f'{OPEN} n="{number}" messages="{first}–{last}">',
@@ -77,11 +77,8 @@ def archive_block(
                 "messages this archive took), or with query some words to search them."
             )
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
-        recent_note = "Your own newest archived messages, verbatim ([n]: the message's number; only the lines naming something kept nowhere else):"
-        code_note = (
-            "The code you saw in the archived part, one line per file ([n]: the message that showed it last; L: the line; "
-            "in brackets the names its body used; only names kept nowhere else):"
-        )
+        recent_note = "Your newest archived messages, verbatim ([n]: the message's number; only lines naming what is kept nowhere else):"
+        code_note = "The code you saw there, a line per file ([n]: the message that showed it last; L: the line; in brackets the names its body used):"
     lines += ["", "<summary>", summary.strip(), "</summary>"]
     if recent.strip():
         lines += ["", "<recent-work>", recent_note, recent.strip(), "</recent-work>"]
