@@ -76,8 +76,9 @@ class ArchiveOptions:
     early: bool = True
     """Archive before the red line once it pays, given prefix caching: when the request has grown past what an
     archive would restart it at by sqrt(2 × (restart − the head it leaves cached) × growth per request ÷
-    cache_read_ratio), each later request costs more in cached prefix than the archive's cache miss saves, over the
-    requests to come (never below ``early_from``, never before the session regrew)."""
+    cache_read_ratio), less a request's growth, each later request costs more in cached prefix than the archive's
+    cache miss saves, over the requests to come (never below ``early_from``, never before the session regrew); and
+    at a request a batch at the prune tier would cut, where the archive keeps the newest turns (one miss, not two)."""
     early_from: float = 0.3
     """The least share of (window − reserve) at which an archive may come early."""
     block: BlockPlace = "after_task"
