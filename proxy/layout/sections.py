@@ -28,7 +28,9 @@ TITLES = {
 }
 MIN_SCORE = 2
 """An anchor goes in when it shares one word of its title, or two of its fields, with the session."""
-REMINDER_EN = "⚠️ Yellow light, not red: the older turns are archived and the context has room again. No need to rush or wrap up early: go on as planned."
+REMINDER_EN = (
+    "⚠️ Yellow light, not red: the older turns are archived and the context has room again. No need to rush or wrap up early: go on as planned."
+)
 REMINDER_ZH = "⚠️ 黄灯提醒：Ruyi 已存档较早的对话，上下文还有空间。不必仓促收尾，按计划继续完成任务。"
 
 

@@ -78,7 +78,9 @@ def archive_block(
             )
         title, more = "Archived chunks (S2):", f"- and {older} older chunks (searchable)"
         recent_note = "Your newest archived messages, verbatim ([n]: the message's number; only lines naming what is kept nowhere else):"
-        code_note = "The code you saw there, a line per file ([n]: the message that showed it last; L: the line; in brackets the names its body used):"
+        code_note = (
+            "The code you saw there, a line per file ([n]: the message that showed it last; L: the line; in brackets the names its body used):"
+        )
     lines += ["", "<summary>", summary.strip(), "</summary>"]
     if recent.strip():
         lines += ["", "<recent-work>", recent_note, recent.strip(), "</recent-work>"]
