@@ -70,10 +70,11 @@ def leaks(data_dir: Path) -> dict[str, list[str]]:
 @pytest.mark.timeout(180)  # a long session replayed twice through real processes, logging at debug
 @pytest.mark.parametrize("recent", [0, None, 100], ids=["every-strategy", "recent-work", "recent-work-small"])
 async def test_no_planted_secret_reaches_any_file_ruyi_writes(upstream: TestServer, fake: FakeUpstream, tmp_path: Path, recent: int | None) -> None:
-    """With the archive's verbatim messages of the agent off, every pruning strategy rewrites something on the way;
-    with them (the default), the archives carry the agent's own archived lines, secrets among them; with a small
-    budget for them, its densest lines (a private key's body alone, once) and the map of the files it read."""
-    config = {**CONFIG, "archive": {"recent_tokens": recent}} if recent is not None else CONFIG
+    """With archives off, every pruning strategy rewrites something on the way (with them, which batches run before
+    an archive in this session turns on the block's size); with the archive's verbatim messages of the agent (the default), the
+    archives carry the agent's own archived lines, secrets among them; with a small budget for them, its densest
+    lines (a private key's body alone, once) and the map of the files it read."""
+    config = {**CONFIG, "archive": {"recent_tokens": recent, "enabled": recent != 0}} if recent is not None else CONFIG
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     messages = session_with_secrets()
