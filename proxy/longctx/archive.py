@@ -116,6 +116,8 @@ class Plan:
     prefix (there the room after the newest turns is what keeps the next archive from coming at overflow)."""
     map: int = 0
     """Tokens the block's map of the code the agent saw may take: ``archive.map_tokens``, none behind a crowded prefix."""
+    keeps_newest: bool = True
+    """Whether the newest ``archive.newest_turns`` turns all stay (a crowded prefix or the cap may keep fewer)."""
 
 
 def plan(
@@ -180,7 +182,9 @@ def plan(
             break
     keep = tuple(p for p in system_in if p < positions[chosen])
     fixed = head + sum(client_tokens[p] for p in keep)
-    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, fixed + block_estimate + suffix[chosen], recent, seen_map)
+    kept_turns = len(starts) - starts.index(chosen)
+    estimate = fixed + block_estimate + suffix[chosen]
+    return Plan(h, positions[chosen] - 1, chosen, fixed, suffix[chosen], keep, estimate, recent, seen_map, kept_turns >= options.newest_turns)
 
 
 PREFIX_CROWDED = 0.4

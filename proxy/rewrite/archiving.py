@@ -18,7 +18,6 @@ from proxy.longctx.archive import (
     plan,
     reason_for,
     sized_for,
-    turn_start,
     with_record,
     worth,
 )
@@ -170,7 +169,7 @@ class ArchiveStep:
             arrived = outcome.report.get("tokens_before")  # the batch's request as it came, before its cut
             batched = outcome.report.get("batch") == "applied" and isinstance(arrived, int) and arrived >= cycle.regrew
             p = planned(options, lead) if self.options.early and (tokens >= at or batched) else None
-            if p is not None and tokens < at and sum(turn_start(messages, k) for k in range(p.kept, len(messages))) < options.newest_turns:
+            if p is not None and tokens < at and not p.keeps_newest:
                 p = None
             if p is not None and worth(p, "economic", raw_total, ratio, m.budget, self.tiers):
                 reason = "economic"
